@@ -1,0 +1,5 @@
+import sys
+
+from vpq.cli import main
+
+sys.exit(main())

@@ -1,0 +1,106 @@
+"""Comparing a built wheel with the upstream release wheel.
+
+The rule (CONVENTIONS.md): the members that differ from the upstream wheel
+are exactly the files the series changes, plus ``vllm/_version.py`` and the
+dist-info; each changed member holds exactly the patched tree's bytes; the
+tags are upstream's; RECORD matches the content of every rewritten member.
+
+Members are compared by CRC-32 and size from the central directories, so
+the audit reads only the few members that differ. This module knows
+nothing about how the wheel was built.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.utils import parse_wheel_filename
+
+from vpq.errors import VpqError
+from vpq.files import record_hash
+
+VERSION_FILE = "vllm/_version.py"
+
+
+class AuditError(VpqError):
+    """A built wheel is not exactly upstream plus the series."""
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    wheel: Path
+    differing: tuple[str, ...]  # non-dist-info members that differ, sorted
+    members: int
+
+
+def _is_dist_info(name: str) -> bool:
+    return name.split("/", 1)[0].endswith(".dist-info")
+
+
+def audit(built: Path, upstream: Path, expected: dict[str, bytes | None]) -> AuditReport:
+    """Check ``built`` against ``upstream``.
+
+    Args:
+        expected: wheel member -> the patched tree's bytes (None: deleted),
+            for every wheel member the series changes.
+
+    Raises:
+        AuditError: listing every unexpected difference, missing change,
+            wrong content, tag mismatch or bad RECORD row.
+    """
+    problems: list[str] = []
+    _, _, _, b_tags = parse_wheel_filename(built.name)
+    _, _, _, u_tags = parse_wheel_filename(upstream.name)
+    if b_tags != u_tags:
+        problems.append(f"tags {sorted(map(str, b_tags))} differ from upstream's {sorted(map(str, u_tags))}")
+    with zipfile.ZipFile(built) as zb, zipfile.ZipFile(upstream) as zu:
+        b = {i.filename: i for i in zb.infolist()}
+        u = {i.filename: i for i in zu.infolist()}
+        differing = set()
+        for name in b.keys() | u.keys():
+            if _is_dist_info(name):
+                continue
+            bi, ui = b.get(name), u.get(name)
+            if bi is None or ui is None or (bi.CRC, bi.file_size) != (ui.CRC, ui.file_size):
+                differing.add(name)
+        allowed = set(expected) | {VERSION_FILE}
+        for name in sorted(differing - allowed):
+            problems.append(f"{name} differs from upstream but the series does not change it")
+        for name in sorted(allowed - differing):
+            problems.append(f"{name} should differ from upstream (the series changes it) but does not")
+        for name, content in sorted(expected.items()):
+            if content is None:
+                if name in b:
+                    problems.append(f"{name} is deleted by the series but still in the wheel")
+            elif name in b and zb.read(name) != content:
+                problems.append(f"{name} does not hold the patched tree's bytes")
+        dist_infos = {n.split("/", 1)[0] for n in b if _is_dist_info(n)}
+        if len(dist_infos) != 1:
+            problems.append(f"expected one dist-info directory, found {sorted(dist_infos)}")
+        else:
+            di = dist_infos.pop()
+            rows = {
+                r[0]: r
+                for r in csv.reader(io.StringIO(zb.read(f"{di}/RECORD").decode()))
+                if r
+            }
+            for name in sorted(set(b) - set(rows)):
+                problems.append(f"{name} is not listed in RECORD")
+            for name in sorted(set(rows) - set(b)):
+                problems.append(f"RECORD lists {name}, which is not in the wheel")
+            for name in sorted(differing | {n for n in b if n.startswith(di + "/")}):
+                if name not in b or name == f"{di}/RECORD" or name not in rows:
+                    continue
+                data = zb.read(name)
+                want = record_hash(data)
+                if rows[name][1] != want or rows[name][2] != str(len(data)):
+                    problems.append(f"RECORD row for {name} does not match its content")
+    if problems:
+        raise AuditError(
+            f"audit of {built.name} against {upstream.name} failed: " + "; ".join(problems)
+        )
+    return AuditReport(wheel=built, differing=tuple(sorted(differing)), members=len(b))

@@ -1,0 +1,219 @@
+"""The pipeline: pin -> upstream tree -> patched tree -> wheels -> audit.
+
+::
+
+    upstream.lock --fetch--> upstream tree (git, one commit)
+    series + patches/ --git am--> patched tree (one commit per patch)
+    patched tree + upstream release wheel --overlay--> wheel --audit--> dist/
+
+Everything is staged under ``dist/.staging-*`` and moved into ``dist/``
+only when every platform has been built and audited, so a failed or
+interrupted build leaves ``dist/`` as it was.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from vpq import fetch, lock, queue, series, tree, wheel
+from vpq import git as g
+from vpq.audit import AuditReport, audit
+from vpq.errors import VpqError
+
+#: Target-model architectures the series makes EAGLE-3 capable; recorded in
+#: the manifest and checked on serving hosts by scripts/verify_install.py.
+CLAIMED_ARCHITECTURES = (
+    "KimiK25ForConditionalGeneration",
+    "DeepseekV3ForCausalLM",
+    "DeepseekV2ForCausalLM",
+)
+LABEL_PREFIX = "eagle3"
+WORK_DIR = Path("build") / "work"
+
+
+class BuildError(VpqError):
+    """The series cannot be built into wheels."""
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A patched work tree ready to build from."""
+
+    root: Path
+    lock: lock.Lock
+    patches: list[series.Patch]
+    repo: Path
+    upstream_ref: str
+    changed: dict[str, str]  # path -> A/M/D
+
+
+@dataclass(frozen=True)
+class Result:
+    wheel: wheel.BuiltWheel
+    report: AuditReport
+    platform: str
+
+
+def label_for(patches: list[series.Patch]) -> str:
+    """The local label: ``eagle3.<first 8 hex of the series id>``."""
+    return f"{LABEL_PREFIX}.{series.series_id(patches)[:8]}"
+
+
+def load_inputs(root: Path) -> tuple[lock.Lock, list[series.Patch]]:
+    """Read and lint ``upstream.lock``, ``series`` and ``patches/``.
+
+    Raises:
+        LockError, SeriesError: naming the bad file.
+    """
+    pin = lock.load(root)
+    problems = series.lint(root)
+    if problems:
+        raise series.SeriesError("the series does not lint: " + "; ".join(problems))
+    return pin, series.load(root)
+
+
+def prepare(root: Path, source: str = "sdist", work: Path | None = None) -> Prepared:
+    """Import the pinned upstream and apply the series in the work tree.
+
+    Raises:
+        LockError, SeriesError, FetchError, TreeError, ApplyError.
+    """
+    if source not in tree.SOURCES:
+        raise BuildError(f"unknown upstream source {source!r}; use one of {tree.SOURCES}")
+    pin, patches = load_inputs(root)
+    repo = work or root / WORK_DIR
+    if source == "sdist":
+        sdist = fetch.fetch(pin.name, pin.sdist.filename, pin.sdist.sha256)
+        tree.import_sdist(repo, sdist, pin.version)
+    else:
+        tree.import_git(repo, pin.repository, pin.tag, pin.version, pin.commit)
+    ref = tree.upstream_tag(pin.version)
+    queue.apply_series(repo, ref, patches)
+    changed = queue.changed_files(repo, ref, queue.PATCHED_BRANCH)
+    return Prepared(root, pin, patches, repo, ref, changed)
+
+
+def _overlay(prep: Prepared, upstream_wheel: Path) -> dict[str, bytes | None]:
+    """Wheel member -> patched content (None: deleted), for shipped paths."""
+    with zipfile.ZipFile(upstream_wheel) as z:
+        members = set(z.namelist())
+        packages = {n.split("/", 1)[0] for n in members if "/" in n and not n.split("/", 1)[0].endswith(".dist-info")}
+        overlay: dict[str, bytes | None] = {}
+        for path, status in sorted(prep.changed.items()):
+            if path not in members and path.split("/", 1)[0] not in packages:
+                continue  # tests/, docs/, ...: not shipped in the wheel
+            if status != "A":
+                if path not in members:
+                    raise BuildError(
+                        f"the series changes {path}, which the sdist has but "
+                        f"{upstream_wheel.name} does not ship; the overlay build "
+                        "cannot place it"
+                    )
+                base = g.git(["show", f"{prep.upstream_ref}:{path}"], prep.repo).stdout
+                if z.read(path) != base:
+                    raise BuildError(
+                        f"{path} in {upstream_wheel.name} differs from the pinned "
+                        "sdist's copy, so the series' change cannot be overlaid on it"
+                    )
+            overlay[path] = (
+                None
+                if status == "D"
+                else g.git(["show", f"{queue.PATCHED_BRANCH}:{path}"], prep.repo).stdout
+            )
+    return overlay
+
+
+def manifest(prep: Prepared, platform: str, label: str) -> dict[str, object]:
+    """The dist-info manifest: upstream pin and hashes, and each patch."""
+    pin = prep.lock
+    w = pin.wheel(platform)
+    return {
+        "format": 1,
+        "name": pin.name,
+        "version": wheel.local_version(pin.version, label),
+        "local_label": label,
+        "upstream": {
+            "version": pin.version,
+            "tag": pin.tag,
+            "repository": pin.repository,
+            "commit": pin.commit,
+            "sdist": {"filename": pin.sdist.filename, "sha256": pin.sdist.sha256},
+            "wheel": {"filename": w.filename, "sha256": w.sha256},
+        },
+        "series_sha256": series.series_id(prep.patches),
+        "patches": [
+            {"name": p.name, "sha256": p.sha256, "subject": p.subject, "upstream_status": p.upstream_status}
+            for p in prep.patches
+        ],
+        "changed_files": sorted(prep.changed),
+        "eagle3_architectures": list(CLAIMED_ARCHITECTURES),
+    }
+
+
+def platforms_for(pin: lock.Lock, choice: str) -> list[str]:
+    """``all`` or one platform name, checked against the lock."""
+    if choice == "all":
+        return sorted(pin.wheels)
+    pin.wheel(choice)
+    return [choice]
+
+
+def build_wheels(
+    root: Path,
+    platform: str = "all",
+    source: str = "sdist",
+    out_dir: Path | None = None,
+) -> list[Result]:
+    """Build and audit one wheel per platform into ``out_dir`` (``dist/``).
+
+    Raises:
+        BuildError: the series touches what the precompiled binaries depend
+            on; or any error of ``prepare``, ``wheel.build`` and ``audit``.
+            ``dist/`` is unchanged on any error.
+    """
+    out_dir = out_dir or root / "dist"
+    prep = prepare(root, source)
+    binary = wheel.touches_binary_inputs(list(prep.changed))
+    if binary:
+        raise BuildError(
+            f"the series changes {', '.join(binary)}, which the precompiled "
+            "release binaries or the wheel metadata depend on; the overlay build "
+            "would ship binaries that do not match. Build with vLLM's own build "
+            "instead (`--backend setuptools --no-precompiled` on a CUDA host)."
+        )
+    plats = platforms_for(prep.lock, platform)
+    label = label_for(prep.patches)
+    up_wheels = {
+        p: fetch.fetch(prep.lock.name, prep.lock.wheel(p).filename, prep.lock.wheel(p).sha256)
+        for p in plats
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out_dir))
+    try:
+
+        def one(plat: str) -> Result:
+            up = up_wheels[plat]
+            overlay = _overlay(prep, up)
+            built = wheel.build(up, overlay, label, manifest(prep, plat, label), staging)
+            return Result(built, audit(built.path, up, overlay), plat)
+
+        with ThreadPoolExecutor(max_workers=len(plats)) as pool:
+            results = list(pool.map(one, plats))
+        final = []
+        for r in results:
+            dest = out_dir / r.wheel.path.name
+            r.wheel.path.replace(dest)
+            final.append(Result(wheel.BuiltWheel(dest, r.wheel.sha256, r.wheel.version), r.report, r.platform))
+        # Only now drop wheels of earlier builds, so dist/ holds this series.
+        keep = {r.wheel.path.name for r in final}
+        for stale in out_dir.glob(f"{prep.lock.name}-*.whl"):
+            if stale.name not in keep:
+                stale.unlink()
+        return final
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

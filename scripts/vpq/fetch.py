@@ -1,0 +1,210 @@
+"""Hash-checked downloads into a content-addressed cache.
+
+Files are looked up on the package index pip is configured with (the simple
+repository API, PEP 691 JSON), so no host name lives in this repository.
+Every file is verified against the sha256 the caller pins before it is used,
+and kept under ``<cache>/sha256/<hash>/<filename>`` so a second build needs no
+network.
+
+Cache location: ``$VPQ_CACHE_DIR`` if set, else the user cache directory
+(``~/.cache/vpq`` on Linux). Index: ``$VPQ_INDEX_URL`` if set, else pip's
+``index-url`` setting, else pip's default index.
+
+This module knows nothing about what the files mean.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+from filelock import FileLock
+
+from vpq.errors import VpqError
+from vpq.files import sha256_file
+
+_TIMEOUT_S = 60
+_CHUNK = 1 << 20
+_PEP691 = "application/vnd.pypi.simple.v1+json"
+
+
+class FetchError(VpqError):
+    """A download failed, or a file did not match its pinned sha256."""
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    """One file of a project on the index (PEP 691 ``files`` entry)."""
+
+    filename: str
+    url: str
+    sha256: str
+    yanked: bool
+
+
+def cache_dir() -> Path:
+    """The download cache directory (created on demand)."""
+    env = os.environ.get("VPQ_CACHE_DIR")
+    path = Path(env) if env else Path(platformdirs.user_cache_dir("vpq"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def index_url() -> str:
+    """The simple-API base URL, ending in ``/``."""
+    url = os.environ.get("VPQ_INDEX_URL")
+    if not url:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "get", "global.index-url"],
+            capture_output=True,
+            text=True,
+        )
+        url = proc.stdout.strip() if proc.returncode == 0 else ""
+    if not url:
+        from pip._internal.models.index import PyPI  # pip's own default
+
+        url = PyPI.simple_url
+    return url.rstrip("/") + "/"
+
+
+def _simple_page(project: str) -> dict[str, object]:
+    url = f"{index_url()}{project}/"
+    req = urllib.request.Request(url, headers={"Accept": _PEP691})
+    try:
+        with urllib.request.urlopen(req, timeout=_TIMEOUT_S) as resp:
+            data = json.load(resp)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise FetchError(
+            f"cannot list {project!r} on the package index {url}: {exc}. "
+            "Check the network, or set VPQ_INDEX_URL to a reachable simple index."
+        ) from None
+    data["_url"] = url
+    return data
+
+
+def list_files(project: str) -> list[IndexFile]:
+    """All files of ``project`` on the index, in index order.
+
+    Raises:
+        FetchError: the index cannot be reached or answers nonsense.
+    """
+    data = _simple_page(project)
+    base = str(data["_url"])
+    files = []
+    for f in data.get("files", []):  # type: ignore[union-attr]
+        sha = f.get("hashes", {}).get("sha256")
+        if sha:
+            files.append(
+                IndexFile(
+                    filename=f["filename"],
+                    url=urllib.parse.urljoin(base, f["url"]),
+                    sha256=sha,
+                    yanked=bool(f.get("yanked")),
+                )
+            )
+    return files
+
+
+def versions(project: str) -> list[str]:
+    """Release versions of ``project`` listed by the index (PEP 700).
+
+    Raises:
+        FetchError: the index cannot be reached.
+    """
+    return [str(v) for v in _simple_page(project).get("versions", [])]  # type: ignore[union-attr]
+
+
+def cached_path(filename: str, sha256: str) -> Path:
+    """Where a verified file lives in the cache."""
+    return cache_dir() / "sha256" / sha256 / filename
+
+
+def fetch(project: str, filename: str, sha256: str) -> Path:
+    """Return a local, verified copy of ``filename``, downloading on a miss.
+
+    A cache hit is re-hashed before use, so a corrupted cache is caught.
+
+    Raises:
+        FetchError: not in the cache and the index is unreachable, the index
+            has no such file, or the download's sha256 differs from the pin
+            (the message names the file, expected and actual hash).
+    """
+    dest = cached_path(filename, sha256)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(dest) + ".lock"):
+        if dest.is_file():
+            actual = sha256_file(dest)
+            if actual == sha256:
+                return dest
+            dest.unlink()
+            raise FetchError(
+                f"{dest}: cached copy of {filename} is corrupt (sha256 {actual}, "
+                f"pinned {sha256}); it was removed, run the command again to "
+                "download it afresh"
+            )
+        try:
+            entries = {f.filename: f for f in list_files(project)}
+        except FetchError as exc:
+            raise FetchError(
+                f"{filename} is not in the download cache ({dest.parent}) and "
+                f"cannot be downloaded: {exc}"
+            ) from None
+        entry = entries.get(filename)
+        if entry is None:
+            raise FetchError(
+                f"{filename}: the package index lists no such file for "
+                f"{project!r}; check upstream.lock"
+            )
+        fd, tmp_name = tempfile.mkstemp(dir=dest.parent, suffix=".part")
+        tmp = Path(tmp_name)
+        h = hashlib.sha256()
+        try:
+            with os.fdopen(fd, "wb") as fh, urllib.request.urlopen(
+                entry.url, timeout=_TIMEOUT_S
+            ) as resp:
+                while chunk := resp.read(_CHUNK):
+                    h.update(chunk)
+                    fh.write(chunk)
+        except (urllib.error.URLError, OSError) as exc:
+            tmp.unlink(missing_ok=True)
+            raise FetchError(f"{filename}: download failed: {exc}") from None
+        actual = h.hexdigest()
+        if actual != sha256:
+            tmp.unlink(missing_ok=True)
+            raise FetchError(
+                f"{filename}: sha256 mismatch. upstream.lock pins {sha256}, "
+                f"the download has {actual}. The file was not used."
+            )
+        os.replace(tmp, dest)
+    return dest
+
+
+def add_local(path: Path, sha256: str) -> Path:
+    """Verify a local file against ``sha256`` and store it in the cache.
+
+    Raises:
+        FetchError: the file's sha256 differs (names file, expected, actual).
+    """
+    actual = sha256_file(path)
+    if actual != sha256:
+        raise FetchError(
+            f"{path}: sha256 mismatch. Expected {sha256}, file has {actual}."
+        )
+    dest = cached_path(path.name, sha256)
+    if not dest.is_file():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_suffix(dest.suffix + ".part")
+        shutil.copyfile(path, tmp)
+        os.replace(tmp, dest)
+    return dest

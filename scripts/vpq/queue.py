@@ -1,0 +1,182 @@
+"""Applying the series as commits (``git am``) and exporting commits back.
+
+Apply: check out the upstream commit as branch ``patched``, then for each
+patch check that every hunk's context sits exactly at its stated line (zero
+fuzz *and* zero offset, as Yocto demands; ``git am`` alone tolerates
+offsets), then ``git am`` it. Export: ``git format-patch`` with pinned
+settings, one file per commit, so unchanged commits give unchanged bytes.
+
+This module knows nothing about wheels.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from vpq import git as g
+from vpq.errors import VpqError
+from vpq.series import PATCHES_DIR, Patch
+
+PATCHED_BRANCH = "patched"
+REBASE_HINT = "If upstream moved, run `nox -s rebase_upstream` to refresh the series."
+
+#: Options that make format-patch output stable (see CONVENTIONS.md).
+FORMAT_PATCH_ARGS = [
+    "format-patch",
+    "--stdout",
+    "--zero-commit",
+    "--no-numbered",
+    "--keep-subject",
+    "--no-signature",
+    "--no-stat",
+    "--no-renames",
+    "--full-index",
+    "-U3",
+    "--encoding=UTF-8",
+]
+
+
+class ApplyError(VpqError):
+    """A patch does not apply exactly."""
+
+
+@dataclass(frozen=True)
+class Applied:
+    """A patch applied as a commit."""
+
+    patch: Patch
+    commit: str
+
+
+def _check_exact(repo: Path, patch: Patch) -> None:
+    """Check that each hunk's old lines sit at its stated line in the tree.
+
+    Raises:
+        ApplyError: naming the patch, file and hunk.
+    """
+    cache: dict[str, list[bytes] | None] = {}
+    for h in patch.hunks:
+        if h.file not in cache:
+            p = repo / h.file
+            cache[h.file] = p.read_bytes().split(b"\n") if p.is_file() else None
+        lines = cache[h.file]
+        where = f"{patch.path.as_posix()}: {h.file}, hunk #{h.index} ({h.header})"
+        if lines is None:
+            if h.old_len == 0 and h.file in patch.new_files:
+                continue
+            raise ApplyError(
+                f"{where}: {h.file} does not exist in the tree. {REBASE_HINT}"
+            )
+        start = h.old_start - 1 if h.old_len else h.old_start
+        got = lines[start : start + len(h.old_lines)]
+        if tuple(got) != h.old_lines:
+            found = _find(lines, h.old_lines)
+            detail = (
+                f"its context is at line {found + 1} instead (offset "
+                f"{found + 1 - h.old_start:+d}); offsets are not accepted"
+                if found is not None
+                else "its context is not in the file"
+            )
+            raise ApplyError(f"{where} does not apply: {detail}. {REBASE_HINT}")
+
+
+def _find(lines: list[bytes], needle: tuple[bytes, ...]) -> int | None:
+    n = len(needle)
+    for i in range(len(lines) - n + 1):
+        if tuple(lines[i : i + n]) == needle:
+            return i
+    return None
+
+
+def apply_series(repo: Path, upstream_ref: str, patches: list[Patch]) -> list[Applied]:
+    """Apply ``patches`` on ``upstream_ref`` as one commit each.
+
+    The work directory ends on branch ``patched``.
+
+    Raises:
+        ApplyError: a patch does not apply with zero fuzz and offset; the
+            message names the patch file, the file and the hunk.
+    """
+    g.git(["am", "--abort"], repo, check=False)
+    g.git(["checkout", "-q", "-f", "-B", PATCHED_BRANCH, upstream_ref], repo)
+    g.git(["clean", "-q", "-fdx"], repo)
+    applied: list[Applied] = []
+    for patch in patches:
+        _check_exact(repo, patch)
+        proc = g.git(
+            ["am", "--no-3way", "--keep", "--keep-cr", "--quiet", str(patch.path)],
+            repo,
+            check=False,
+        )
+        if proc.returncode != 0:
+            msg = (proc.stderr + proc.stdout).decode(errors="replace")
+            g.git(["am", "--abort"], repo, check=False)
+            m = re.search(r"patch failed: (\S+):(\d+)", msg)
+            hunk = ""
+            if m:
+                for h in patch.hunks:
+                    if h.file == m.group(1) and h.old_start == int(m.group(2)):
+                        hunk = f", hunk #{h.index} ({h.header})"
+                where = f"{m.group(1)}{hunk}"
+            else:
+                where = "git am"
+            first = msg.strip().splitlines()[0] if msg.strip() else "no output"
+            raise ApplyError(
+                f"{patch.path.as_posix()}: {where} does not apply: {first}. {REBASE_HINT}"
+            )
+        applied.append(Applied(patch, g.out(["rev-parse", "HEAD"], repo)))
+    return applied
+
+
+def format_patch(repo: Path, commit: str) -> bytes:
+    """The stable format-patch mail for one commit."""
+    return g.git([*FORMAT_PATCH_ARGS, "-1", commit], repo).stdout
+
+
+def changed_files(repo: Path, base: str, head: str) -> dict[str, str]:
+    """Files that differ between two commits: path -> status letter (A/M/D)."""
+    text = g.out(["diff", "--no-renames", "--name-status", base, head], repo)
+    result: dict[str, str] = {}
+    for line in text.splitlines():
+        status, path = line.split("\t", 1)
+        result[path] = status[0]
+    return result
+
+
+def commits_since(repo: Path, base: str, head: str = "HEAD") -> list[str]:
+    """Commit ids in ``base..head``, oldest first."""
+    text = g.out(["rev-list", "--reverse", f"{base}..{head}"], repo)
+    return text.split() if text else []
+
+
+def subject_of(repo: Path, commit: str) -> str:
+    return g.out(["log", "-1", "--format=%s", commit], repo)
+
+
+def slug(subject: str) -> str:
+    """A patch file name from a subject, the way format-patch names files."""
+    s = re.sub(r"[^A-Za-z0-9._]+", "-", subject).strip("-.")
+    return (s[:64].rstrip("-.") or "patch") + ".patch"
+
+
+def export(repo: Path, base: str, old: list[Patch], head: str = "HEAD") -> list[tuple[str, bytes]]:
+    """Export ``base..head`` as (patch name, mail bytes), in series order.
+
+    A commit keeps the name of the old patch with the same subject; a new
+    commit is named after its subject. A commit whose mail is byte-identical
+    to its old patch keeps the old bytes (minimal churn).
+    """
+    by_subject = {p.subject: p for p in old}
+    result: list[tuple[str, bytes]] = []
+    for commit in commits_since(repo, base, head):
+        data = format_patch(repo, commit)
+        prev = by_subject.get(" ".join(subject_of(repo, commit).split()))
+        name = prev.name if prev else slug(subject_of(repo, commit))
+        result.append((name, data))
+    return result
+
+
+def patch_file(root: Path, name: str) -> Path:
+    return root / PATCHES_DIR / name

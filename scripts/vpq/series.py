@@ -1,0 +1,321 @@
+"""Parsing and linting ``series`` and the patch mails in ``patches/``.
+
+``series`` is quilt's format: one patch path per line, relative to
+``patches/``, applied top to bottom; ``#`` starts a comment and blank lines
+are ignored. A patch is a ``git format-patch`` mail: headers, a body saying
+why, trailers (``Upstream-Status:`` per Yocto, ``Forwarded:`` per DEP-3),
+then a ``-p1`` diff.
+
+This module knows nothing about git.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from email.parser import BytesHeaderParser
+from email.policy import compat32
+from pathlib import Path
+
+from vpq.errors import VpqError
+from vpq.files import sha256_bytes, write_atomic
+
+SERIES_FILE = "series"
+PATCHES_DIR = "patches"
+
+#: Yocto's strict check, from ``check_upstream_status`` in oe-core
+#: (meta/lib/oe/qa.py / insane.bbclass).
+UPSTREAM_STATUS_RE = re.compile(
+    r"^Upstream-Status: (Pending|Submitted|Denied|Inappropriate|Backport"
+    r"|Inactive-Upstream)( .+)?$",
+    re.MULTILINE,
+)
+#: DEP-3: ``Forwarded: no | not-needed | <url>``.
+FORWARDED_RE = re.compile(r"^Forwarded: (no|not-needed|\S+://\S+)$", re.MULTILINE)
+_HUNK_RE = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
+
+
+class SeriesError(VpqError):
+    """``series`` or a patch file is malformed."""
+
+
+@dataclass(frozen=True)
+class Hunk:
+    """One hunk of a file diff."""
+
+    file: str
+    index: int  # 1-based within its file
+    old_start: int
+    old_len: int
+    header: str
+    old_lines: tuple[bytes, ...]  # context and '-' lines, without prefix
+
+
+@dataclass(frozen=True)
+class Patch:
+    """A parsed patch file."""
+
+    name: str  # path relative to patches/, as written in series
+    path: Path
+    data: bytes
+    subject: str
+    author: str
+    date: str
+    body: str
+    files: tuple[str, ...]
+    new_files: tuple[str, ...]
+    deleted_files: tuple[str, ...]
+    hunks: tuple[Hunk, ...] = field(repr=False)
+
+    @property
+    def sha256(self) -> str:
+        return sha256_bytes(self.data)
+
+    @property
+    def upstream_status(self) -> str | None:
+        m = UPSTREAM_STATUS_RE.search(self.body)
+        return m.group(0).split(": ", 1)[1] if m else None
+
+
+def read_series(root: Path) -> list[str]:
+    """Patch names in ``<root>/series``, in apply order.
+
+    Raises:
+        SeriesError: ``series`` is missing, names a patch twice or names a
+            file that does not exist (message names the line).
+    """
+    path = root / SERIES_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SeriesError(f"{path}: not found") from None
+    names: list[str] = []
+    seen: dict[str, int] = {}
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        name = line.split()[0]  # quilt allows options such as -p1 after it
+        if name in seen:
+            raise SeriesError(
+                f"{path}:{lineno}: {name} is listed twice (first on line "
+                f"{seen[name]})"
+            )
+        if not (root / PATCHES_DIR / name).is_file():
+            raise SeriesError(
+                f"{path}:{lineno}: {name} does not exist under {PATCHES_DIR}/"
+            )
+        seen[name] = lineno
+        names.append(name)
+    return names
+
+
+def _diff_sections(data: bytes) -> tuple[bytes, bytes]:
+    """Split a mail into (headers+body, diff)."""
+    m = re.search(rb"^diff --git ", data, re.MULTILINE)
+    if not m:
+        return data, b""
+    return data[: m.start()], data[m.start() :]
+
+
+def parse_patch(root: Path, name: str) -> Patch:
+    """Parse ``patches/<name>``.
+
+    Raises:
+        SeriesError: it is not a format-patch mail with a diff (names the file).
+    """
+    path = root / PATCHES_DIR / name
+    data = path.read_bytes()
+    head, diff = _diff_sections(data)
+    if not diff or not re.search(rb"^@@ ", diff, re.MULTILINE):
+        raise SeriesError(
+            f"{path}: not a patch: it holds no 'diff --git' section with a hunk"
+        )
+    msg = BytesHeaderParser(policy=compat32).parsebytes(head)
+    subject = " ".join(str(msg.get("Subject", "")).split())
+    if not subject:
+        raise SeriesError(f"{path}: no Subject: header; is it a git format-patch mail?")
+    payload = msg.get_payload()
+    body = payload if isinstance(payload, str) else ""
+    body = body.split("\n---\n", 1)[0]
+    files: list[str] = []
+    new_files: list[str] = []
+    deleted: list[str] = []
+    hunks: list[Hunk] = []
+    cur: str | None = None
+    per_file = 0
+    lines = diff.split(b"\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith(b"diff --git "):
+            m = re.match(rb"diff --git a/(\S+) b/(\S+)", line)
+            if not m:
+                raise SeriesError(f"{path}: cannot parse {line.decode(errors='replace')!r}")
+            cur = m.group(2).decode()
+            files.append(cur)
+            per_file = 0
+        elif line.startswith(b"new file mode") and cur:
+            new_files.append(cur)
+        elif line.startswith(b"deleted file mode") and cur:
+            deleted.append(cur)
+        elif line.startswith(b"@@ ") and cur:
+            m = _HUNK_RE.match(line)
+            if not m:
+                raise SeriesError(f"{path}: bad hunk header {line.decode(errors='replace')!r}")
+            old_start = int(m.group(1))
+            old_len = int(m.group(2)) if m.group(2) is not None else 1
+            new_len = int(m.group(4)) if m.group(4) is not None else 1
+            per_file += 1
+            old: list[bytes] = []
+            o = n = 0
+            i += 1
+            while i < len(lines) and (o < old_len or n < new_len):
+                body_line = lines[i]
+                tag, text = body_line[:1], body_line[1:]
+                if tag == b" " or body_line == b"":
+                    old.append(text)
+                    o += 1
+                    n += 1
+                elif tag == b"-":
+                    old.append(text)
+                    o += 1
+                elif tag == b"+":
+                    n += 1
+                elif tag == b"\\":
+                    pass
+                else:
+                    raise SeriesError(
+                        f"{path}: hunk #{per_file} of {cur} ({line.decode()}) "
+                        f"is truncated or malformed"
+                    )
+                i += 1
+            hunks.append(
+                Hunk(
+                    file=cur,
+                    index=per_file,
+                    old_start=old_start,
+                    old_len=old_len,
+                    header=line.decode(errors="replace"),
+                    old_lines=tuple(old),
+                )
+            )
+            continue
+        i += 1
+    return Patch(
+        name=name,
+        path=path,
+        data=data,
+        subject=subject,
+        author=str(msg.get("From", "")),
+        date=str(msg.get("Date", "")),
+        body=body,
+        files=tuple(files),
+        new_files=tuple(new_files),
+        deleted_files=tuple(deleted),
+        hunks=tuple(hunks),
+    )
+
+
+def load(root: Path) -> list[Patch]:
+    """Read ``series`` and parse every patch it lists, in order.
+
+    Raises:
+        SeriesError: see ``read_series`` and ``parse_patch``.
+    """
+    return [parse_patch(root, name) for name in read_series(root)]
+
+
+def lint(root: Path) -> list[str]:
+    """Problems with the series, one line each; empty when it is clean.
+
+    Checks: every listed file exists and is listed once; no file in
+    ``patches/`` is left out; every file ends with a newline; each patch is
+    a diff with a why-body, a Yocto ``Upstream-Status:`` and a DEP-3
+    ``Forwarded:`` trailer, and no ``[PATCH n/m]`` subject.
+    """
+    problems: list[str] = []
+    try:
+        names = read_series(root)
+    except SeriesError as exc:
+        return [str(exc)]
+    series_path = root / SERIES_FILE
+    raw = series_path.read_bytes()
+    if raw and not raw.endswith(b"\n"):
+        problems.append(f"{series_path}: does not end with a newline")
+    pdir = root / PATCHES_DIR
+    on_disk = (
+        {p.relative_to(pdir).as_posix() for p in pdir.rglob("*") if p.is_file()}
+        if pdir.is_dir()
+        else set()
+    )
+    for extra in sorted(on_disk - set(names)):
+        problems.append(f"{pdir / extra}: not listed in {SERIES_FILE}")
+    for name in names:
+        try:
+            patch = parse_patch(root, name)
+        except SeriesError as exc:
+            problems.append(str(exc))
+            continue
+        where = patch.path
+        if not patch.data.endswith(b"\n"):
+            problems.append(f"{where}: does not end with a newline")
+        if re.match(r"\[PATCH", patch.subject):
+            problems.append(f"{where}: subject carries a [PATCH] prefix")
+        if not UPSTREAM_STATUS_RE.search(patch.body):
+            problems.append(
+                f"{where}: no valid 'Upstream-Status:' trailer (Yocto values: "
+                "Pending, Submitted [url], Backport [version], Denied, "
+                "Inappropriate [reason], Inactive-Upstream)"
+            )
+        if not FORWARDED_RE.search(patch.body):
+            problems.append(
+                f"{where}: no valid 'Forwarded:' trailer (DEP-3: no, not-needed or a URL)"
+            )
+        why = [
+            ln
+            for ln in patch.body.splitlines()
+            if ln.strip() and not re.match(r"^[A-Za-z-]+: ", ln)
+        ]
+        if len(why) < 2:
+            problems.append(f"{where}: the body does not say why the patch exists")
+    return problems
+
+
+def series_id(patches: list[Patch]) -> str:
+    """Hex sha256 naming the series: over each patch's name and sha256, in order."""
+    text = "".join(f"{p.name}\0{p.sha256}\n" for p in patches)
+    return sha256_bytes(text.encode())
+
+
+def write(root: Path, entries: list[tuple[str, bytes]]) -> list[str]:
+    """Write patches and ``series`` for ``entries``; return the names rewritten.
+
+    Patches whose bytes did not change are not touched. Files of patches no
+    longer in the series are removed. Comment lines at the top of ``series``
+    are kept.
+    """
+    pdir = root / PATCHES_DIR
+    changed = []
+    for name, data in entries:
+        path = pdir / name
+        if not path.is_file() or path.read_bytes() != data:
+            write_atomic(path, data)
+            changed.append(name)
+    keep = {name for name, _ in entries}
+    if pdir.is_dir():
+        for p in sorted(pdir.rglob("*.patch")):
+            if p.relative_to(pdir).as_posix() not in keep:
+                p.unlink()
+    spath = root / SERIES_FILE
+    header = []
+    if spath.is_file():
+        for line in spath.read_text().splitlines():
+            if line.startswith("#") or not line.strip():
+                header.append(line)
+            else:
+                break
+    text = "\n".join([*header, *(name for name, _ in entries)]) + "\n"
+    if not spath.is_file() or spath.read_text() != text:
+        write_atomic(spath, text.encode())
+    return changed

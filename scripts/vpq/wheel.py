@@ -1,0 +1,277 @@
+"""The overlay build: upstream release wheel + the series' changed files.
+
+The upstream release wheel supplies everything compiled, all package data
+and the dependency metadata. The Python files the series changes come from
+the patched tree. Members the series does not change are copied as their
+compressed bytes (never inflated and deflated again), so a build costs
+about one copy of the wheel. New members are written uncompressed
+(``ZIP_STORED``), so the output does not depend on the local zlib and the
+same inputs give the same bytes on any machine.
+
+Tags are exactly the upstream wheel's; the version gets a PEP 440 local
+label naming the series (``0.17.1+eagle3.1a2b3c4d``), also in
+``vllm/_version.py``; the dist-info carries ``MANIFEST_NAME``, a JSON
+manifest (upstream pin, hashes, each patch).
+
+This module knows nothing about git.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import json
+import os
+import re
+import struct
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from packaging.utils import parse_wheel_filename
+from packaging.version import Version
+
+from vpq.errors import VpqError
+from vpq.files import record_hash, sha256_file
+
+MANIFEST_NAME = "vpq_manifest.json"
+
+#: Paths whose change the precompiled binaries or metadata depend on; the
+#: overlay build refuses a series that touches them (use vLLM's own build).
+BINARY_INPUTS = ("csrc/", "cmake/", "requirements/", "CMakeLists.txt", "setup.py", "pyproject.toml")
+
+_LOCAL_HEADER = struct.Struct("<4s5H3L2H")
+_LOCAL_SIG = b"PK\x03\x04"
+
+
+class WheelError(VpqError):
+    """The wheel cannot be built from these inputs."""
+
+
+@dataclass(frozen=True)
+class BuiltWheel:
+    path: Path
+    sha256: str
+    version: str
+
+
+def touches_binary_inputs(paths: list[str]) -> list[str]:
+    """The paths among ``paths`` that the precompiled build depends on."""
+    return sorted(
+        p for p in paths if any(p == b or (b.endswith("/") and p.startswith(b)) for b in BINARY_INPUTS)
+    )
+
+
+def local_version(upstream_version: str, label: str) -> str:
+    """``<upstream>+<label>``, validated as PEP 440.
+
+    Raises:
+        WheelError: the result is not a valid version, or upstream already
+            carries a local label.
+    """
+    up = Version(upstream_version)
+    if up.local:
+        raise WheelError(f"upstream version {upstream_version} already has a local label")
+    v = Version(f"{upstream_version}+{label}")
+    return str(v)
+
+
+def _dist_info(names: list[str]) -> str:
+    dirs = {n.split("/", 1)[0] for n in names if n.split("/", 1)[0].endswith(".dist-info")}
+    if len(dirs) != 1:
+        raise WheelError(f"expected one .dist-info directory, found {sorted(dirs)}")
+    return dirs.pop()
+
+
+def _rewrite_version_py(text: str, version: str) -> str:
+    v = Version(version)
+    tup = ", ".join([*(str(x) for x in v.release), repr(v.local)])
+    out, n1 = re.subn(
+        r"^__version__ = version = .*$",
+        f"__version__ = version = {version!r}",
+        text,
+        flags=re.MULTILINE,
+    )
+    out, n2 = re.subn(
+        r"^__version_tuple__ = version_tuple = .*$",
+        f"__version_tuple__ = version_tuple = ({tup})",
+        out,
+        flags=re.MULTILINE,
+    )
+    if n1 != 1 or n2 != 1:
+        raise WheelError("vllm/_version.py in the upstream wheel has an unexpected layout")
+    return out
+
+
+def _rewrite_metadata(text: str, version: str) -> str:
+    out, n = re.subn(r"^Version: .*$", f"Version: {version}", text, count=1, flags=re.MULTILINE)
+    if n != 1:
+        raise WheelError("dist-info METADATA has no Version: field")
+    return out
+
+
+def _rewrite_wheel_file(text: str, tags: list[str]) -> str:
+    lines = [ln for ln in text.splitlines() if not ln.startswith("Tag: ")]
+    lines += [f"Tag: {t}" for t in tags]
+    return "\n".join(lines) + "\n"
+
+
+def _copy_raw(fin: BinaryIO, fout: BinaryIO, info: zipfile.ZipInfo) -> bool:
+    """Copy the local header and compressed bytes of ``info`` from ``fin``.
+
+    Streams in 1 MiB chunks, so memory stays flat for large members.
+    Returns False (copying nothing) for a member with a data descriptor.
+
+    Raises:
+        WheelError: the local header is corrupt.
+    """
+    if info.flag_bits & 0x08:  # data descriptor follows: rare, not worth it
+        return False
+    fin.seek(info.header_offset)
+    header = fin.read(_LOCAL_HEADER.size)
+    fields = _LOCAL_HEADER.unpack(header)
+    if fields[0] != _LOCAL_SIG:
+        raise WheelError(f"corrupt local header for {info.filename}")
+    name_len, extra_len = fields[9], fields[10]
+    fout.write(header)
+    remaining = name_len + extra_len + info.compress_size
+    while remaining:
+        chunk = fin.read(min(remaining, 1 << 20))
+        if not chunk:
+            raise WheelError(f"truncated member {info.filename}")
+        fout.write(chunk)
+        remaining -= len(chunk)
+    return True
+
+
+def build(
+    upstream_wheel: Path,
+    overlay: dict[str, bytes | None],
+    label: str,
+    manifest: dict[str, object],
+    out_dir: Path,
+) -> BuiltWheel:
+    """Build one wheel from ``upstream_wheel`` with ``overlay`` applied.
+
+    Args:
+        upstream_wheel: the pinned, hash-checked release wheel.
+        overlay: wheel member path -> new content, or None to delete it.
+        label: the PEP 440 local label, e.g. ``eagle3.1a2b3c4d``.
+        manifest: JSON-able data stored as ``<dist-info>/vpq_manifest.json``.
+        out_dir: where the wheel goes; written under a temporary name, then
+            renamed, so a failed build leaves ``out_dir`` as it was.
+
+    Raises:
+        WheelError: the upstream wheel is unusable or an overlay path that
+            should replace a member is missing from it.
+    """
+    name, up_version, _build, _tags = parse_wheel_filename(upstream_wheel.name)
+    version = local_version(str(up_version), label)
+    tag_part = upstream_wheel.name[:-4].split("-", 2)[2]  # e.g. cp38-abi3-manylinux_2_31_x86_64
+    dist = str(name).replace("-", "_")
+    out_name = f"{dist}-{version}-{tag_part}.whl"
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    with zipfile.ZipFile(upstream_wheel) as zin:
+        infos = zin.infolist()
+        names = [i.filename for i in infos]
+        old_di = _dist_info(names)
+        new_di = f"{dist}-{version}.dist-info"
+        missing = sorted(p for p, c in overlay.items() if c is None and p not in names)
+        if missing:
+            raise WheelError(f"{upstream_wheel.name}: cannot delete {missing}: not in the wheel")
+        replaced: dict[str, bytes] = {p: c for p, c in overlay.items() if c is not None}
+        replaced["vllm/_version.py"] = _rewrite_version_py(
+            zin.read("vllm/_version.py").decode(), version
+        ).encode()
+        meta = _rewrite_metadata(zin.read(f"{old_di}/METADATA").decode(), version).encode()
+        wheel_txt = _rewrite_wheel_file(
+            zin.read(f"{old_di}/WHEEL").decode(), tag_part_to_tags(tag_part)
+        ).encode()
+        manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+        old_record = {
+            row[0]: row for row in csv.reader(io.StringIO(zin.read(f"{old_di}/RECORD").decode())) if row
+        }
+
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{out_name}.", suffix=".tmp", dir=out_dir)
+        os.close(fd)
+        tmp = Path(tmp_name)
+        record_rows: list[list[str]] = []
+        try:
+            with open(upstream_wheel, "rb") as fin, zipfile.ZipFile(tmp, "w") as zout:
+
+                def put(arcname: str, data: bytes, like: zipfile.ZipInfo | None) -> None:
+                    zi = zipfile.ZipInfo(arcname, date_time=like.date_time if like else (1980, 1, 1, 0, 0, 0))
+                    zi.external_attr = like.external_attr if like else 0o644 << 16
+                    zi.create_system = 3
+                    zi.compress_type = zipfile.ZIP_STORED
+                    zout.writestr(zi, data)
+                    record_rows.append([arcname, record_hash(data), str(len(data))])
+
+                record_info: zipfile.ZipInfo | None = None
+                for info in infos:
+                    n = info.filename
+                    if n.startswith(old_di + "/"):
+                        rel = n[len(old_di) + 1 :]
+                        target = f"{new_di}/{rel}"
+                        if rel == "RECORD":
+                            record_info = info
+                            continue
+                        if rel == "METADATA":
+                            put(target, meta, info)
+                        elif rel == "WHEEL":
+                            put(target, wheel_txt, info)
+                        else:
+                            put(target, zin.read(info), info)
+                        continue
+                    if n in overlay and overlay[n] is None:
+                        continue
+                    if n in replaced:
+                        put(n, replaced.pop(n), info)
+                        continue
+                    zi = copy.copy(info)
+                    zi.header_offset = zout.fp.tell()  # type: ignore[union-attr]
+                    if not _copy_raw(fin, zout.fp, info):  # type: ignore[arg-type]
+                        put(n, zin.read(info), info)
+                        continue
+                    zout.filelist.append(zi)
+                    zout.NameToInfo[n] = zi
+                    zout.start_dir = zout.fp.tell()  # type: ignore[union-attr]
+                    row = old_record.get(n)
+                    if row is None or not row[1]:
+                        raise WheelError(f"{upstream_wheel.name}: {n} has no hash in RECORD")
+                    record_rows.append(row[:3])
+                # New files the series adds, in sorted order.
+                for n in sorted(replaced):
+                    put(n, replaced[n], None)
+                put(f"{new_di}/{MANIFEST_NAME}", manifest_bytes, record_info)
+                record_rows.append([f"{new_di}/RECORD", "", ""])
+                buf = io.StringIO()
+                csv.writer(buf, lineterminator="\n").writerows(record_rows)
+                rec = buf.getvalue().encode()
+                zi = zipfile.ZipInfo(
+                    f"{new_di}/RECORD",
+                    date_time=record_info.date_time if record_info else (1980, 1, 1, 0, 0, 0),
+                )
+                zi.external_attr = 0o644 << 16
+                zi.create_system = 3
+                zi.compress_type = zipfile.ZIP_STORED
+                zout.writestr(zi, rec)
+            tmp.chmod(0o644)
+            digest = sha256_file(tmp)
+            final = out_dir / out_name
+            os.replace(tmp, final)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    return BuiltWheel(path=final, sha256=digest, version=version)
+
+
+def tag_part_to_tags(tag_part: str) -> list[str]:
+    """Expand ``cp38-abi3-manylinux_2_31_x86_64`` (compressed tag sets too)."""
+    py, abi, plat = tag_part.split("-")
+    return [f"{a}-{b}-{c}" for a in py.split(".") for b in abi.split(".") for c in plat.split(".")]
+
