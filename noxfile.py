@@ -1,0 +1,52 @@
+"""nox sessions: thin wiring over the ``vpq`` package in scripts/.
+
+    nox -s build_wheel            apply the series, build + audit wheels into dist/
+    nox -s tests                  unit and integration tests (CPU)
+    nox -s lint                   ruff + series lint
+    nox -s apply / export         edit the series in build/work (see README)
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["build_wheel"]
+nox.options.reuse_venv = "yes"
+
+TOOL = "."
+
+
+@nox.session
+def build_wheel(session: nox.Session) -> None:
+    """Build one audited wheel per pinned platform into dist/. Args go to `vpq build`."""
+    session.install(TOOL)
+    session.run("python", "-m", "vpq", "build", *session.posargs)
+
+
+@nox.session
+def apply(session: nox.Session) -> None:
+    """Apply the series in build/work on branch `patched`, to add or edit patches."""
+    session.install(TOOL)
+    session.run("python", "-m", "vpq", "apply", *session.posargs)
+
+
+@nox.session
+def export(session: nox.Session) -> None:
+    """Write build/work's patch commits back to patches/ and series."""
+    session.install(TOOL)
+    session.run("python", "-m", "vpq", "export", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff over the tool and tests, and the series lint."""
+    session.install(TOOL, "ruff")
+    session.run("ruff", "check", "scripts", "tests", "noxfile.py")
+    session.run("python", "-m", "vpq", "lint")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Unit tests, then integration tests on the real pinned upstream."""
+    session.install(TOOL, "pytest>=8")
+    session.run("python", "-m", "pytest", *(session.posargs or ["tests"]))

@@ -1,0 +1,76 @@
+"""The CLI prints one paragraph, no traceback, and changes no input on error."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.unit.tiny_upstream import Upstream
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    out = {}
+    for sub in ["series", "upstream.lock", "patches", "dist"]:
+        p = root / sub
+        files = [p] if p.is_file() else sorted(q for q in p.rglob("*") if q.is_file()) if p.exists() else []
+        for f in files:
+            out[str(f.relative_to(root))] = f.read_bytes()
+    return out
+
+
+def run_cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "vpq", "--root", str(root), *args],
+        capture_output=True, text=True, env=os.environ.copy(),
+    )
+
+
+def assert_clean_error(proc: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
+    for n in needles:
+        assert n in proc.stderr, proc.stderr
+
+
+def test_build_prints_paths_and_sha256(one_patch: Upstream) -> None:
+    proc = run_cli(one_patch.root, "build")
+    assert proc.returncode == 0, proc.stderr
+    assert "sha256 " in proc.stdout and "audit ok" in proc.stdout
+
+
+def test_bad_inputs_give_one_paragraph_and_change_nothing(one_patch: Upstream) -> None:
+    root = one_patch.root
+    assert run_cli(root, "build").returncode == 0
+    lockf, seriesf = root / "upstream.lock", root / "series"
+    good_lock, good_series = lockf.read_text(), seriesf.read_text()
+    patchf = root / "patches/mod/change-f10.patch"
+    good_patch = patchf.read_bytes()
+    cases = [
+        (lambda: lockf.unlink(), ["upstream.lock: not found"]),
+        (lambda: lockf.write_text("[upstream\n"), ["upstream.lock: not valid TOML"]),
+        (lambda: lockf.write_text(good_lock.replace(good_lock.split('sha256 = "')[1][:64], "0" * 64)),
+         # a pin the cache does not hold, and no network: cold cache offline
+         ["vllm-1.0.tar.gz is not in the download cache", "cannot be downloaded"]),
+        (lambda: seriesf.write_text(good_series + "mod/change-f10.patch\n"), ["listed twice"]),
+        (lambda: seriesf.write_text(good_series + "gone.patch\n"), ["gone.patch does not exist"]),
+        (lambda: patchf.write_text("Subject: x\n\nnot a diff\n"), ["change-f10.patch: not a patch"]),
+        (lambda: patchf.write_bytes(good_patch.replace(b"-    return 10\n", b"-    return 11\n")),
+         ["change-f10.patch: vllm/mod.py, hunk #1", "rebase_upstream"]),
+    ]
+    for breaker, needles in cases:
+        lockf.write_text(good_lock)
+        seriesf.write_text(good_series)
+        patchf.write_bytes(good_patch)
+        breaker()
+        before = snapshot(root)
+        proc = run_cli(root, "build")
+        assert_clean_error(proc, *needles)
+        assert snapshot(root) == before
+
+
+def test_usage_error_exits_2(tmp_path: Path) -> None:
+    proc = run_cli(tmp_path, "build")
+    assert proc.returncode == 2 and "not a patch-queue repository" in proc.stderr
