@@ -1,0 +1,77 @@
+"""Integration fixtures: the real pinned upstream (sdist + release wheels).
+
+The first run downloads about 850 MB into the cache and makes the CPU deps
+venv (a few minutes); later runs reuse both.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+from tests.integration import envs
+from vpq import build, fetch, fixture, lock
+from vpq import git as g
+
+PROBE = Path(__file__).with_name("eagle3_probe.py")
+
+
+@pytest.fixture(scope="session")
+def pin() -> lock.Lock:
+    return lock.load(REPO_ROOT)
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, build.Result]:
+    """Both platforms' wheels, built and audited from the real pin."""
+    out = tmp_path_factory.mktemp("dist")
+    return {r.platform: r for r in build.build_wheels(REPO_ROOT, platform="all", out_dir=out)}
+
+
+@pytest.fixture(scope="session")
+def upstream_wheel(pin: lock.Lock) -> Path:
+    w = pin.wheel("x86_64")
+    return fetch.fetch(pin.name, w.filename, w.sha256)
+
+
+@pytest.fixture(scope="session")
+def deps_venv(pin: lock.Lock, built: dict[str, build.Result]) -> Path:
+    common = g.git(
+        ["show", f"upstream/{pin.version}:requirements/common.txt"], REPO_ROOT / build.WORK_DIR
+    ).stdout
+    return envs.deps_env(REPO_ROOT, common)
+
+
+@pytest.fixture(scope="session")
+def tiny_configs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    base = tmp_path_factory.mktemp("configs")
+    return (
+        fixture.write_tiny_kimi_k25(base / "kimi-k25-tiny"),
+        fixture.write_tiny_eagle3_drafter(base / "eagle3-tiny"),
+    )
+
+
+def run_probe(python: Path, configs: tuple[Path, Path]) -> dict[str, object]:
+    proc = subprocess.run(
+        [str(python), str(PROBE), str(configs[0]), str(configs[1])],
+        capture_output=True, text=True, timeout=600,
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("PROBE ")]
+    assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(lines[-1][len("PROBE "):])
+
+
+@pytest.fixture(scope="session")
+def patched_probe(tmp_path_factory, deps_venv, built, tiny_configs) -> dict[str, object]:
+    py = envs.wheel_env(tmp_path_factory.mktemp("venv") / "patched", deps_venv, built["x86_64"].wheel.path)
+    return run_probe(py, tiny_configs)
+
+
+@pytest.fixture(scope="session")
+def upstream_probe(tmp_path_factory, deps_venv, upstream_wheel, tiny_configs) -> dict[str, object]:
+    py = envs.wheel_env(tmp_path_factory.mktemp("venv") / "upstream", deps_venv, upstream_wheel)
+    return run_probe(py, tiny_configs)
