@@ -11,11 +11,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from vpq import build, fetch, fixture, lock
+from vpq import git as g
 
 from tests.conftest import REPO_ROOT
 from tests.integration import envs
-from vpq import build, fetch, fixture, lock
-from vpq import git as g
 
 PROBE = Path(__file__).with_name("eagle3_probe.py")
 
@@ -66,12 +66,22 @@ def run_probe(python: Path, configs: tuple[Path, Path]) -> dict[str, object]:
 
 
 @pytest.fixture(scope="session")
-def patched_probe(tmp_path_factory, deps_venv, built, tiny_configs) -> dict[str, object]:
-    py = envs.wheel_env(tmp_path_factory.mktemp("venv") / "patched", deps_venv, built["x86_64"].wheel.path)
-    return run_probe(py, tiny_configs)
+def patched_python(tmp_path_factory, deps_venv, built) -> Path:
+    """A fresh venv with the patched x86_64 wheel installed."""
+    return envs.wheel_env(tmp_path_factory.mktemp("venv") / "patched", deps_venv, built["x86_64"].wheel.path)
 
 
 @pytest.fixture(scope="session")
-def upstream_probe(tmp_path_factory, deps_venv, upstream_wheel, tiny_configs) -> dict[str, object]:
-    py = envs.wheel_env(tmp_path_factory.mktemp("venv") / "upstream", deps_venv, upstream_wheel)
-    return run_probe(py, tiny_configs)
+def upstream_python(tmp_path_factory, deps_venv, upstream_wheel) -> Path:
+    """A fresh venv with the unpatched upstream wheel installed."""
+    return envs.wheel_env(tmp_path_factory.mktemp("venv") / "upstream", deps_venv, upstream_wheel)
+
+
+@pytest.fixture(scope="session")
+def patched_probe(patched_python, tiny_configs) -> dict[str, object]:
+    return run_probe(patched_python, tiny_configs)
+
+
+@pytest.fixture(scope="session")
+def upstream_probe(upstream_python, tiny_configs) -> dict[str, object]:
+    return run_probe(upstream_python, tiny_configs)

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from packaging.tags import cpython_tags
 from packaging.utils import parse_wheel_filename
-
-from tests.conftest import REPO_ROOT
 from vpq import build, fetch, lock, queue, series, wheel
 from vpq import git as g
+
+from tests.conftest import REPO_ROOT
 
 EXPECTED_CHANGED = (
     "vllm/_version.py",

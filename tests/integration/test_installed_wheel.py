@@ -3,7 +3,12 @@ the unpatched upstream wheel, which must fail them."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+
 from vpq import build
+
+from tests.conftest import REPO_ROOT
 
 ARCHS = ["KimiK25ForConditionalGeneration", "DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM"]
 
@@ -39,3 +44,25 @@ def test_unpatched_upstream_fails_the_same_checks(upstream_probe) -> None:
     spec = upstream_probe["speculative_config"]
     assert not spec["ok"]
     assert "eagle3 is only supported for" in spec["error"] and "deepseek_v3" in spec["error"]
+
+
+def _verify(python) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(python), str(REPO_ROOT / "scripts" / "verify_install.py")],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"},
+    )
+
+
+def test_verify_install_passes_on_the_patched_wheel(patched_python, built) -> None:
+    proc = _verify(patched_python)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"vllm {built['x86_64'].wheel.version}" in proc.stdout
+    assert "supports_eagle3(KimiK25ForConditionalGeneration) = True" in proc.stdout
+    assert "verify_install: OK" in proc.stdout
+
+
+def test_verify_install_fails_with_one_line_on_unpatched_upstream(upstream_python) -> None:
+    proc = _verify(upstream_python)
+    assert proc.returncode == 1
+    reason = [ln for ln in proc.stderr.splitlines() if ln.startswith("verify_install:")]
+    assert reason == ["verify_install: FAILED: vllm 0.17.1 has no vpq_manifest.json: this is not a patch-queue build"]
