@@ -19,6 +19,7 @@ from pathlib import Path
 from filelock import FileLock
 
 TORCH_CPU = "torch==2.13.0"
+PYTEST = "pytest>=8"  # for tests/semantics, which run inside the wheel venvs
 
 
 def _run(cmd: list[str], **kw: object) -> None:
@@ -34,7 +35,7 @@ def _site_packages(venv: Path) -> Path:
 
 def deps_env(root: Path, common_txt: bytes) -> Path:
     """The cached deps venv for ``common_txt``; made on first use."""
-    key = hashlib.sha256(common_txt + TORCH_CPU.encode() + sys.version.encode()).hexdigest()[:12]
+    key = hashlib.sha256(common_txt + TORCH_CPU.encode() + PYTEST.encode() + sys.version.encode()).hexdigest()[:12]
     base = root / "build" / "test-envs"
     base.mkdir(parents=True, exist_ok=True)
     venv = base / f"deps-{key}"
@@ -47,7 +48,7 @@ def deps_env(root: Path, common_txt: bytes) -> Path:
         req = base / f"common-{key}.txt"
         req.write_bytes(common_txt)
         py = str(venv / "bin" / "python")
-        _run([py, "-m", "pip", "install", "-q", TORCH_CPU, "-r", str(req)])
+        _run([py, "-m", "pip", "install", "-q", TORCH_CPU, PYTEST, "-r", str(req)])
         (venv / ".complete").write_text("ok\n")
     return venv
 

@@ -1,0 +1,62 @@
+"""Drive tests/semantics inside the wheel venvs: all must pass on the patched
+wheel, and every one must fail on unpatched upstream vLLM 0.17.1."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tarfile
+import tomllib
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from vpq import fetch
+
+from tests.conftest import REPO_ROOT
+
+REF = "vllm/model_executor/models/deepseek_v2.py"
+
+
+@pytest.fixture(scope="module")
+def upstream_0_18_1_deepseek(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    ref = tomllib.loads((REPO_ROOT / "tests/reference-upstreams.toml").read_text())["vllm-0_18_1"]
+    sdist = fetch.fetch("vllm", ref["filename"], ref["sha256"])
+    dest = tmp_path_factory.mktemp("ref") / "deepseek_v2.py"
+    with tarfile.open(sdist) as tar:
+        member = tar.extractfile(f"vllm-{ref['version']}/{REF}")
+        assert member is not None
+        dest.write_bytes(member.read())
+    return dest
+
+
+def run_semantics(python: Path, ref: Path, tmp_path: Path) -> dict[str, str]:
+    """Run tests/semantics with ``python``; return test id -> outcome."""
+    xml = tmp_path / "junit.xml"
+    env = {**os.environ, "VPQ_SEMANTICS": "1", "VPQ_UPSTREAM_DEEPSEEK_V2": str(ref), "VLLM_LOGGING_LEVEL": "ERROR"}
+    proc = subprocess.run(
+        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}",
+         "--rootdir", str(REPO_ROOT), str(REPO_ROOT / "tests/semantics")],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1200,
+    )
+    assert xml.exists(), proc.stdout[-4000:] + proc.stderr[-4000:]
+    outcomes = {}
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        name = f"{case.get('classname')}::{case.get('name')}"
+        kinds = {child.tag for child in case}
+        outcomes[name] = (
+            "failed" if kinds & {"failure", "error"} else "skipped" if "skipped" in kinds else "passed"
+        )
+    return outcomes
+
+
+def test_semantic_tests_pass_on_the_patched_wheel(patched_python, upstream_0_18_1_deepseek, tmp_path) -> None:
+    outcomes = run_semantics(patched_python, upstream_0_18_1_deepseek, tmp_path)
+    assert len(outcomes) >= 30
+    assert {k: v for k, v in outcomes.items() if v != "passed"} == {}
+
+
+def test_every_semantic_test_fails_on_unpatched_upstream(upstream_python, upstream_0_18_1_deepseek, tmp_path) -> None:
+    outcomes = run_semantics(upstream_python, upstream_0_18_1_deepseek, tmp_path)
+    assert len(outcomes) >= 30
+    assert {k: v for k, v in outcomes.items() if v != "failed"} == {}
