@@ -2,6 +2,7 @@
 
     nox -s build_wheel            apply the series, build + audit wheels into dist/
     nox -s tests                  unit and integration tests (CPU)
+    nox -s contract               EAGLE-3 contract table (CPU venv with the wheel)
     nox -s lint                   ruff + series lint
     nox -s apply / export         edit the series in build/work (see README)
 """
@@ -35,6 +36,14 @@ def export(session: nox.Session) -> None:
     """Write build/work's patch commits back to patches/ and series."""
     session.install(TOOL)
     session.run("python", "-m", "vpq", "export", *session.posargs)
+
+
+@nox.session
+def contract(session: nox.Session) -> None:
+    """Discover what vLLM's EAGLE-3 path uses on the target model and check the
+    claimed architectures provide it. `-- --upstream` checks unpatched upstream."""
+    session.install(TOOL)
+    session.run("python", "-m", "vpq", "contract", *session.posargs)
 
 
 @nox.session

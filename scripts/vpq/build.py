@@ -13,6 +13,7 @@ interrupted build leaves ``dist/`` as it was.
 
 from __future__ import annotations
 
+import platform as host
 import shutil
 import tempfile
 import zipfile
@@ -20,18 +21,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from vpq import fetch, lock, queue, series, tree, wheel
+from vpq import contract, fetch, lock, queue, series, tree, venv, wheel
 from vpq import git as g
 from vpq.audit import AuditReport, audit
 from vpq.errors import VpqError
 
 #: Target-model architectures the series makes EAGLE-3 capable; recorded in
-#: the manifest and checked on serving hosts by scripts/verify_install.py.
-CLAIMED_ARCHITECTURES = (
-    "KimiK25ForConditionalGeneration",
-    "DeepseekV3ForCausalLM",
-    "DeepseekV2ForCausalLM",
-)
+#: the manifest, checked by the contract and, on serving hosts, by
+#: scripts/verify_install.py.
+CLAIMED_ARCHITECTURES = tuple(contract.CLAIMED)
 LABEL_PREFIX = "eagle3"
 WORK_DIR = Path("build") / "work"
 
@@ -168,16 +166,18 @@ def build_wheels(
     platform: str = "all",
     source: str = "sdist",
     out_dir: Path | None = None,
+    prep: Prepared | None = None,
 ) -> list[Result]:
     """Build and audit one wheel per platform into ``out_dir`` (``dist/``).
 
     Raises:
         BuildError: the series touches what the precompiled binaries depend
             on; or any error of ``prepare``, ``wheel.build`` and ``audit``.
-            ``dist/`` is unchanged on any error.
+            ``dist/`` is unchanged on any error. ``prep`` reuses an
+            already prepared work tree.
     """
     out_dir = out_dir or root / "dist"
-    prep = prepare(root, source)
+    prep = prep or prepare(root, source)
     binary = wheel.touches_binary_inputs(list(prep.changed))
     if binary:
         raise BuildError(
@@ -217,3 +217,38 @@ def build_wheels(
         return final
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def host_platform() -> str:
+    """The lock's platform name for this machine (``x86_64`` or ``aarch64``)."""
+    return {"arm64": "aarch64"}.get(host.machine(), host.machine())
+
+
+def contract_table(prep: Prepared, wheel_path: Path, *, upstream: bool = False) -> contract.Table:
+    """Discover the contract in the patched (or, with ``upstream``, the
+    unpatched) tree and check it in a CPU venv with ``wheel_path`` installed.
+
+    Raises:
+        ContractError, VenvError.
+    """
+    ref = prep.upstream_ref if upstream else queue.PATCHED_BRANCH
+    items = contract.discover(
+        lambda path: g.git(["show", f"{ref}:{path}"], prep.repo).stdout.decode()
+    )
+    common = g.git(["show", f"{prep.upstream_ref}:requirements/common.txt"], prep.repo).stdout
+    deps = venv.deps_env(prep.root, common)
+    python = venv.cached_wheel_env(prep.root, deps, wheel_path)
+    return contract.check(python, items)
+
+
+def contract_for_root(root: Path, *, upstream: bool = False, wheel_path: Path | None = None) -> contract.Table:
+    """The contract table for the series (or unpatched upstream) on this host's platform."""
+    prep = prepare(root)
+    plat = host_platform()
+    if upstream:
+        w = prep.lock.wheel(plat)
+        wheel_path = fetch.fetch(prep.lock.name, w.filename, w.sha256)
+    elif wheel_path is None:
+        (res,) = build_wheels(root, platform=plat, out_dir=root / "build" / "wheels")
+        wheel_path = res.wheel.path
+    return contract_table(prep, wheel_path, upstream=upstream)

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from vpq import build, fetch, lock, queue, series
+from vpq import build, contract, fetch, lock, queue, series
 from vpq.errors import UsageError, VpqError
 
 
@@ -24,17 +24,37 @@ def _root(ns: argparse.Namespace) -> Path:
 
 def cmd_build(ns: argparse.Namespace) -> int:
     t0 = time.monotonic()
+    root = _root(ns)
+    prep = build.prepare(root, ns.upstream_source)
     results = build.build_wheels(
-        _root(ns), platform=ns.platform, source=ns.upstream_source,
-        out_dir=Path(ns.out).resolve() if ns.out else None,
+        root, platform=ns.platform, out_dir=Path(ns.out).resolve() if ns.out else None, prep=prep
     )
     for r in results:
         print(f"built {r.wheel.path}")
         print(f"  sha256 {r.wheel.sha256}")
         print(f"  audit ok: {r.report.members} members; differ from upstream: "
               f"{', '.join(r.report.differing)} + dist-info")
-    print(f"done in {time.monotonic() - t0:.1f} s")
+    print(f"built in {time.monotonic() - t0:.1f} s")
+    mine = [r for r in results if r.platform == build.host_platform()]
+    if ns.no_contract or not mine:
+        print("contract check skipped" + ("" if mine else " (no wheel for this host's platform)"))
+        return 0
+    return _report_contract(build.contract_table(prep, mine[0].wheel.path), "the patched wheel")
+
+
+def _report_contract(table: contract.Table, what: str) -> int:
+    print(f"EAGLE-3 contract on {what}:")
+    print(table.render())
+    if table.gaps:
+        gaps = "; ".join(f"{item} is {v} on {arch}" for item, arch, v in table.gaps)
+        raise contract.ContractError(f"the EAGLE-3 contract does not hold for {what}: {gaps}")
+    print("contract ok")
     return 0
+
+
+def cmd_contract(ns: argparse.Namespace) -> int:
+    what = "unpatched upstream" if ns.upstream else "the patched wheel"
+    return _report_contract(build.contract_for_root(_root(ns), upstream=ns.upstream), what)
 
 
 def cmd_apply(ns: argparse.Namespace) -> int:
@@ -84,6 +104,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--platform", default="all", help="x86_64, aarch64 or all (default)")
     b.add_argument("--upstream-source", choices=["sdist", "git"], default="sdist")
     b.add_argument("--out", help="output directory (default: dist/)")
+    b.add_argument("--no-contract", action="store_true",
+                   help="skip the EAGLE-3 contract check after the build (it needs a CPU venv)")
     b.set_defaults(func=cmd_build)
     a = sub.add_parser("apply", help="apply the series in build/work (to add or edit patches)")
     a.add_argument("--upstream-source", choices=["sdist", "git"], default="sdist")
@@ -92,6 +114,9 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--check", action="store_true", help="fail if the export changed any file")
     e.set_defaults(func=cmd_export)
     sub.add_parser("lint", help="lint series and patches").set_defaults(func=cmd_lint)
+    k = sub.add_parser("contract", help="discover the EAGLE-3 contract and check it on the claimed architectures")
+    k.add_argument("--upstream", action="store_true", help="check unpatched upstream instead (shows the gaps the series fixes)")
+    k.set_defaults(func=cmd_contract)
     f = sub.add_parser("fetch", help="download the pinned files into the cache")
     f.add_argument("--platform", default="all")
     f.set_defaults(func=cmd_fetch)

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from vpq import build, fetch, fixture, lock
 from vpq import git as g
+from vpq import venv as envs
 
 from tests.conftest import REPO_ROOT
-from tests.integration import envs
 
 PROBE = Path(__file__).with_name("eagle3_probe.py")
 

@@ -1,11 +1,11 @@
-"""Virtual environments for installing built wheels on CPU.
+"""Virtual environments that import a built vLLM wheel on CPU.
 
-A *deps* venv holds CPU torch 2.13.0 and the pinned upstream's
+A *deps* venv holds CPU torch 2.13.0, pytest and the pinned upstream's
 ``requirements/common.txt``; it is slow to make (a few minutes cold), so it
-is cached under ``build/test-envs/deps-<hash>`` keyed by its inputs. Each
-wheel is then installed with ``pip install --no-deps`` into a *fresh* venv
-that sees the deps venv through a ``.pth`` file, as a serving host would
-install it, minus the CUDA stack.
+is cached under ``build/envs/deps-<hash>`` keyed by its inputs. A wheel is
+then installed with ``pip install --no-deps`` into its own venv that sees
+the deps venv through a ``.pth`` file, as a serving host would install it,
+minus the CUDA stack. Used by the contract check and the tests.
 """
 
 from __future__ import annotations
@@ -18,14 +18,22 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from vpq.errors import VpqError
+from vpq.files import sha256_file
+
 TORCH_CPU = "torch==2.13.0"
 PYTEST = "pytest>=8"  # for tests/semantics, which run inside the wheel venvs
 
 
-def _run(cmd: list[str], **kw: object) -> None:
-    proc = subprocess.run(cmd, capture_output=True, text=True, **kw)  # type: ignore[call-overload]
+class VenvError(VpqError):
+    """A CPU venv for checking a wheel could not be made."""
+
+
+def _run(cmd: list[str]) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+        tail = (proc.stdout[-2000:] + proc.stderr[-2000:]).strip().replace("\n", " | ")
+        raise VenvError(f"{' '.join(cmd[:6])} ... failed: {tail}")
 
 
 def _site_packages(venv: Path) -> Path:
@@ -36,7 +44,7 @@ def _site_packages(venv: Path) -> Path:
 def deps_env(root: Path, common_txt: bytes) -> Path:
     """The cached deps venv for ``common_txt``; made on first use."""
     key = hashlib.sha256(common_txt + TORCH_CPU.encode() + PYTEST.encode() + sys.version.encode()).hexdigest()[:12]
-    base = root / "build" / "test-envs"
+    base = root / "build" / "envs"
     base.mkdir(parents=True, exist_ok=True)
     venv = base / f"deps-{key}"
     with FileLock(str(venv) + ".lock"):
@@ -55,7 +63,13 @@ def deps_env(root: Path, common_txt: bytes) -> Path:
 
 def wheel_env(dest: Path, deps: Path, wheel: Path) -> Path:
     """A fresh venv at ``dest`` with ``wheel`` pip-installed (``--no-deps``),
-    seeing the deps venv's packages through a ``.pth`` file. Returns its python."""
+    seeing the deps venv's packages through a ``.pth`` file. Returns its python.
+
+    Raises:
+        VenvError: venv creation or the install failed.
+    """
+    if dest.exists():
+        shutil.rmtree(dest)
     _run([sys.executable, "-m", "venv", str(dest)])
     (_site_packages(dest) / "_vpq_deps.pth").write_text(
         f"import site; site.addsitedir({str(_site_packages(deps))!r})\n"
@@ -63,3 +77,17 @@ def wheel_env(dest: Path, deps: Path, wheel: Path) -> Path:
     py = dest / "bin" / "python"
     _run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)])
     return py
+
+
+def cached_wheel_env(root: Path, deps: Path, wheel: Path) -> Path:
+    """``wheel_env`` under ``build/envs/wheel-<sha256[:12]>``, reused while
+    the same wheel bytes are installed there."""
+    key = sha256_file(wheel)[:12]
+    dest = root / "build" / "envs" / f"wheel-{key}"
+    with FileLock(str(dest) + ".lock"):
+        py = dest / "bin" / "python"
+        if (dest / ".complete").exists():
+            return py
+        wheel_env(dest, deps, wheel)
+        (dest / ".complete").write_text(wheel.name + "\n")
+        return py

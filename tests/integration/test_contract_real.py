@@ -1,0 +1,104 @@
+"""The EAGLE-3 contract on real vLLM: holds on the patched wheel, reports the
+gaps the series fixes on unpatched 0.17.1, catches the protocol-stub trap,
+and discovers new calls in a newer upstream by itself."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tarfile
+import tomllib
+from pathlib import Path
+
+import pytest
+from vpq import build, contract, fetch
+from vpq import git as g
+from vpq import venv as envs
+
+from tests.conftest import REPO_ROOT
+
+KIMI = "KimiK25ForConditionalGeneration"
+ALL = list(contract.CLAIMED)
+
+
+def discover_at(ref: str) -> list[contract.Item]:
+    repo = REPO_ROOT / build.WORK_DIR
+    return contract.discover(lambda p: g.git(["show", f"{ref}:{p}"], repo).stdout.decode())
+
+
+@pytest.fixture(scope="module")
+def patched_table(patched_python) -> contract.Table:
+    build.prepare(REPO_ROOT)
+    return contract.check(patched_python, discover_at("patched"))
+
+
+@pytest.fixture(scope="module")
+def upstream_table(upstream_python, pin) -> contract.Table:
+    build.prepare(REPO_ROOT)
+    return contract.check(upstream_python, discover_at(f"upstream/{pin.version}"))
+
+
+def test_contract_holds_on_the_patched_wheel(patched_table: contract.Table) -> None:
+    print(patched_table.render())
+    assert patched_table.gaps == []
+    rows = patched_table.rows
+    for item in ("supports_eagle3(model)", "model.set_aux_hidden_state_layers()",
+                 "model.get_eagle3_aux_hidden_state_layers()"):
+        assert rows[item] == {a: "ok" for a in ALL}
+    assert rows["config.media_placeholder_token_id"][KIMI] == "ok"
+    assert rows["model.get_language_model()"][KIMI] == "ok"
+
+
+def test_contract_reports_the_gaps_the_series_fixes_on_unpatched_upstream(upstream_table: contract.Table) -> None:
+    print(upstream_table.render())
+    expected = {
+        (item, arch, "missing")
+        for item in ("supports_eagle3(model)", "model.set_aux_hidden_state_layers()",
+                     "model.get_eagle3_aux_hidden_state_layers()")
+        for arch in ALL
+    } | {("config.image_token_index", KIMI, "missing")}
+    assert set(upstream_table.gaps) == expected
+
+
+def test_contract_flags_a_wrapper_that_only_inherits_the_protocol(tmp_path: Path, deps_venv: Path) -> None:
+    """The trap: KimiK25 declares SupportsEagle3 but does not delegate; the
+    protocol's stubs return None. Built from a series whose Kimi patch lacks
+    the delegation hunk."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    for name in ("series", "upstream.lock"):
+        shutil.copy(REPO_ROOT / name, root / name)
+    shutil.copytree(REPO_ROOT / "patches", root / "patches")
+    kimi = root / "patches/model_executor/models/kimi_k25-delegate-eagle3-interface-to-language-model.patch"
+    text = kimi.read_text()
+    hunks = [m.start() for m in re.finditer(r"^@@ ", text, re.MULTILINE)]
+    assert len(hunks) == 3 and "def set_aux_hidden_state_layers" in text[hunks[2]:]
+    kimi.write_text(text[: hunks[2]])
+    prep = build.prepare(root)
+    (res,) = build.build_wheels(root, platform="x86_64", out_dir=tmp_path / "dist", prep=prep)
+    python = envs.wheel_env(tmp_path / "venv", deps_venv, res.wheel.path)
+    table = contract.check(
+        python, contract.discover(lambda p: g.git(["show", f"patched:{p}"], prep.repo).stdout.decode())
+    )
+    print(table.render())
+    assert table.rows["supports_eagle3(model)"][KIMI] == "ok"  # the flag alone passes...
+    assert table.rows["model.set_aux_hidden_state_layers()"][KIMI] == "stub"  # ...the methods do not
+    assert table.rows["model.get_eagle3_aux_hidden_state_layers()"][KIMI] == "stub"
+
+
+def test_discovery_finds_new_calls_in_a_newer_upstream_by_itself() -> None:
+    """0.18.1's runner calls get_eagle3_default_aux_hidden_state_layers(),
+    which 0.17.1's does not; nothing in the tool names it."""
+    ref = tomllib.loads((REPO_ROOT / "tests/reference-upstreams.toml").read_text())["vllm-0_18_1"]
+    sdist = fetch.fetch("vllm", ref["filename"], ref["sha256"])
+    with tarfile.open(sdist) as tar:
+
+        def read(path: str) -> str:
+            member = tar.extractfile(f"vllm-{ref['version']}/{path}")
+            assert member is not None
+            return member.read().decode()
+
+        names = {i.name for i in contract.discover(read)}
+    assert "get_eagle3_default_aux_hidden_state_layers" in names
+    assert "get_eagle3_default_aux_hidden_state_layers" not in {i.name for i in discover_at("patched")}
+    assert "get_eagle3_default_aux_hidden_state_layers" not in Path(contract.__file__).read_text()

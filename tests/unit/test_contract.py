@@ -1,0 +1,101 @@
+"""Contract discovery on small synthetic sources, and the probe's verdicts
+on plain classes (the import-based check on real vLLM is in
+tests/integration/test_contract_real.py)."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Protocol
+
+from vpq import contract, contract_probe
+
+RUNNER = textwrap.dedent(
+    """
+    class GPUModelRunner:
+        def load_model(self):
+            self.model.unrelated_call()
+            if self.use_aux_hidden_state_outputs:
+                if not supports_eagle3(self.get_model()):
+                    raise RuntimeError("no")
+                layers = self.model.get_eagle3_aux_hidden_state_layers()
+                self.model.set_aux_hidden_state_layers(layers)
+                self.model.brand_new_hook(layers)
+    """
+)
+PROPOSER = textwrap.dedent(
+    """
+    class EagleProposer:
+        def load_model(self, target_model):
+            if supports_multimodal(target_model):
+                if self.get_model_name(target_model) in ["A", "B"]:
+                    self.model.config.image_token_index = target_model.config.image_token_id
+                elif self.get_model_name(target_model) == "Kimi":
+                    self.model.config.image_token_index = target_model.config.media_placeholder_token_id
+                else:
+                    self.model.config.image_token_index = target_model.config.vision_config.image_token_id
+                lm = cast(SupportsMultiModal, target_model).get_language_model()
+    """
+)
+
+
+def test_runner_discovery_finds_the_interface_check_and_every_model_call_on_the_eagle3_path() -> None:
+    items = contract.discover_runner(RUNNER)
+    assert [(i.kind, i.name) for i in items] == [
+        ("interface", "supports_eagle3"),
+        ("method", "get_eagle3_aux_hidden_state_layers"),
+        ("method", "set_aux_hidden_state_layers"),
+        ("method", "brand_new_hook"),  # new calls are found, not listed by hand
+    ]
+
+
+def test_proposer_discovery_records_the_branch_that_leads_to_each_config_read() -> None:
+    items = {i.name: i for i in contract.discover_proposer(PROPOSER)}
+    assert set(items) == {"image_token_id", "media_placeholder_token_id", "vision_config.image_token_id", "get_language_model"}
+    kimi = items["media_placeholder_token_id"].guards
+    assert kimi[0] == {"kind": "interface", "name": "supports_multimodal", "expect": True}
+    assert kimi[1] == {"kind": "arch_in", "names": ["A", "B"], "expect": False}
+    assert kimi[2] == {"kind": "arch_in", "names": ["Kimi"], "expect": True}
+    assert items["vision_config.image_token_id"].guards[2] == {"kind": "arch_in", "names": ["Kimi"], "expect": False}
+    assert items["get_language_model"].kind == "method"
+
+
+def test_guards_pick_the_branch_for_each_architecture() -> None:
+    items = {i.name: i for i in contract.discover_proposer(PROPOSER)}
+    Kimi = type("Kimi", (), {})
+    A = type("A", (), {})
+    g = items["media_placeholder_token_id"].guards
+    assert contract_probe.guard_holds(g[2], Kimi) is True
+    assert contract_probe.guard_holds(g[2], A) is False
+    assert contract_probe.guard_holds(g[1], A) is False  # A takes the first branch
+    assert contract_probe.guard_holds({"kind": "unknown", "text": "x", "expect": True}, A) is None
+
+
+class _Proto(Protocol):
+    def set_layers(self, layers: tuple[int, ...]) -> None:
+        """Set them."""
+        ...
+
+
+class _OnlyInheritsTheProtocol(_Proto):
+    pass
+
+
+class _Implements(_Proto):
+    def set_layers(self, layers: tuple[int, ...]) -> None:
+        self.layers = layers
+
+
+def test_a_protocol_method_inherited_without_implementation_is_a_stub() -> None:
+    item = {"kind": "method", "name": "set_layers", "guards": []}
+    assert contract_probe.verdict(item, _OnlyInheritsTheProtocol, "") == "stub"
+    assert contract_probe.verdict(item, _Implements, "") == "ok"
+    assert contract_probe.verdict(item, type("Bare", (), {}), "") == "missing"
+
+
+def test_table_reports_the_worst_verdict_and_lists_gaps() -> None:
+    t = contract.Table(
+        rows={"model.x()": {a: "ok" for a in contract.CLAIMED} | {"DeepseekV2ForCausalLM": "stub"}},
+        where={"model.x()": "f.py:1"},
+    )
+    assert t.gaps == [("model.x()", "DeepseekV2ForCausalLM", "stub")]
+    assert "stub" in t.render() and "f.py:1" in t.render()
