@@ -32,7 +32,6 @@ FORMAT_PATCH_ARGS = [
     "--no-signature",
     "--no-stat",
     "--no-renames",
-    "--full-index",
     "-U3",
     "--encoding=UTF-8",
 ]
@@ -130,9 +129,18 @@ def apply_series(repo: Path, upstream_ref: str, patches: list[Patch]) -> list[Ap
     return applied
 
 
+_INDEX_LINE = re.compile(rb"^index [0-9a-f]+\.\.[0-9a-f]+(?: [0-7]+)?\n", re.MULTILINE)
+
+
 def format_patch(repo: Path, commit: str) -> bytes:
-    """The stable format-patch mail for one commit."""
-    return g.git([*FORMAT_PATCH_ARGS, "-1", commit], repo).stdout
+    """The stable format-patch mail for one commit.
+
+    ``index <blob>..<blob>`` lines are dropped: blob ids change with every
+    upstream release even where the diff does not, and nothing that applies
+    the series (``git am``, ``patch -p1``, quilt) needs them. So a patch
+    whose hunks did not change keeps its bytes across a rebase.
+    """
+    return _INDEX_LINE.sub(b"", g.git([*FORMAT_PATCH_ARGS, "-1", commit], repo).stdout)
 
 
 def changed_files(repo: Path, base: str, head: str) -> dict[str, str]:
@@ -165,8 +173,7 @@ def export(repo: Path, base: str, old: list[Patch], head: str = "HEAD") -> list[
     """Export ``base..head`` as (patch name, mail bytes), in series order.
 
     A commit keeps the name of the old patch with the same subject; a new
-    commit is named after its subject. A commit whose mail is byte-identical
-    to its old patch keeps the old bytes (minimal churn).
+    commit is named after its subject.
     """
     by_subject = {p.subject: p for p in old}
     result: list[tuple[str, bytes]] = []
