@@ -232,13 +232,14 @@ def contract_table(prep: Prepared, wheel_path: Path, *, upstream: bool = False) 
         ContractError, VenvError.
     """
     ref = prep.upstream_ref if upstream else queue.PATCHED_BRANCH
-    items = contract.discover(
-        lambda path: g.git(["show", f"{ref}:{path}"], prep.repo).stdout.decode()
-    )
+
+    def read(path: str) -> str:
+        return g.git(["show", f"{ref}:{path}"], prep.repo).stdout.decode()
+
     common = g.git(["show", f"{prep.upstream_ref}:requirements/common.txt"], prep.repo).stdout
     deps = venv.deps_env(prep.root, common)
     python = venv.cached_wheel_env(prep.root, deps, wheel_path)
-    return contract.check(python, items)
+    return contract.check(python, contract.discover(read), modules=contract.model_modules(read(contract.REGISTRY)))
 
 
 def contract_for_root(root: Path, *, upstream: bool = False, wheel_path: Path | None = None) -> contract.Table:

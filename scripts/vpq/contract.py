@@ -8,6 +8,9 @@ Discovery is pure ``ast`` over two files of a vLLM tree:
   ``self.use_aux_hidden_state_outputs``), each ``supports_*(...)`` interface
   check and each ``self.model.<name>(...)`` / ``self.get_model().<name>(...)``
   call;
+- ``vllm/config/speculative.py``: the allowlist of target text model types
+  that the EAGLE-3 gate checks (a list of strings used in an ``if`` that
+  tests for ``"eagle3"``);
 - ``vllm/v1/spec_decode/eagle.py``: in every ``load_model(self,
   target_model)``, each ``target_model.config.<attr>`` read and each method
   called on ``target_model`` (``cast(..., target_model).get_language_model()``
@@ -32,6 +35,7 @@ import ast
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -39,12 +43,21 @@ from vpq.errors import VpqError
 
 RUNNER = "vllm/v1/worker/gpu_model_runner.py"
 PROPOSER = "vllm/v1/spec_decode/eagle.py"
+SPECULATIVE = "vllm/config/speculative.py"
+REGISTRY = "vllm/model_executor/models/registry.py"
 PROBE = Path(__file__).with_name("contract_probe.py")
 
 #: The architectures the series claims, and the HF model_type whose config
 #: class each one reads (for ``target_model.config.<attr>`` items).
 CLAIMED = {
     "KimiK25ForConditionalGeneration": "kimi_k25",
+    "DeepseekV3ForCausalLM": "deepseek_v3",
+    "DeepseekV2ForCausalLM": "deepseek_v2",
+}
+#: The ``hf_text_config.model_type`` each one presents to the speculative
+#: config gate (Kimi-K2.5's text model is DeepSeek-V3).
+TEXT_MODEL_TYPES = {
+    "KimiK25ForConditionalGeneration": "deepseek_v3",
     "DeepseekV3ForCausalLM": "deepseek_v3",
     "DeepseekV2ForCausalLM": "deepseek_v2",
 }
@@ -59,10 +72,11 @@ class ContractError(VpqError):
 class Item:
     """One thing vLLM uses on the target model."""
 
-    kind: str  # "interface" | "method" | "config_attr"
+    kind: str  # "interface" | "method" | "config_attr" | "gate"
     name: str  # e.g. "supports_eagle3", "set_aux_hidden_state_layers", "vision_config.image_token_id"
     where: str  # "vllm/...py:LINE"
     guards: list[dict[str, object]] = field(default_factory=list)
+    values: list[str] = field(default_factory=list)  # a gate's allowlist
 
     @property
     def label(self) -> str:
@@ -70,7 +84,12 @@ class Item:
             "interface": f"{self.name}(model)",
             "method": f"model.{self.name}()",
             "config_attr": f"config.{self.name}",
+            "gate": f"speculative gate: {self.name}",
         }[self.kind]
+
+    @property
+    def file(self) -> str:
+        return self.where.rsplit(":", 1)[0]
 
 
 def _mentions(node: ast.AST) -> bool:
@@ -200,7 +219,55 @@ def discover_proposer(source: str, path: str = PROPOSER) -> list[Item]:
     return items
 
 
-def discover(read: callable[[str], str]) -> list[Item]:  # type: ignore[valid-type]
+def _has_eagle3_constant(node: ast.AST) -> bool:
+    return any(isinstance(c, ast.Constant) and c.value == "eagle3" for c in ast.walk(node))
+
+
+def discover_gate(source: str, path: str = SPECULATIVE) -> list[Item]:
+    """The allowlist the EAGLE-3 config gate checks target model types against."""
+    items: list[Item] = []
+    for fn in ast.walk(ast.parse(source)):
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        gated = {
+            n.id
+            for node in ast.walk(fn)
+            if isinstance(node, ast.If) and _has_eagle3_constant(node.test)
+            for n in ast.walk(node.test)
+            if isinstance(n, ast.Name)
+        }
+        for node in ast.walk(fn):
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id in gated
+                and isinstance(node.value, ast.List)
+                and node.value.elts
+                and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.value.elts)
+            ):
+                values = [e.value for e in node.value.elts]  # type: ignore[attr-defined]
+                items.append(Item("gate", node.targets[0].id, f"{path}:{node.lineno}", values=values))
+    return items
+
+
+def model_modules(registry_source: str) -> dict[str, str]:
+    """Architecture -> module path, from the registry's ``"Arch": ("mod", "Cls")`` entries."""
+    out: dict[str, str] = {}
+    for node in ast.walk(ast.parse(registry_source)):
+        if isinstance(node, ast.Dict):
+            for k, v in zip(node.keys, node.values, strict=True):
+                if (
+                    isinstance(k, ast.Constant)
+                    and isinstance(v, ast.Tuple)
+                    and len(v.elts) == 2
+                    and isinstance(v.elts[0], ast.Constant)
+                ):
+                    out[str(k.value)] = f"vllm/model_executor/models/{v.elts[0].value}.py"
+    return out
+
+
+def discover(read: Callable[[str], str]) -> list[Item]:
     """All contract items of a tree; ``read(path)`` returns a file's text.
 
     Raises:
@@ -208,10 +275,12 @@ def discover(read: callable[[str], str]) -> list[Item]:  # type: ignore[valid-ty
             runner's EAGLE-3 path was not found: the discovery needs updating).
     """
     try:
-        runner, proposer = read(RUNNER), read(PROPOSER)
-    except (OSError, KeyError) as exc:
-        raise ContractError(f"cannot read the runner or proposer source: {exc}") from None
-    items = discover_runner(runner) + discover_proposer(proposer)
+        runner, proposer, speculative = read(RUNNER), read(PROPOSER), read(SPECULATIVE)
+    except (OSError, KeyError, VpqError) as exc:
+        raise ContractError(
+            f"cannot read the runner, proposer or speculative config source: {exc}"
+        ) from None
+    items = discover_runner(runner) + discover_gate(speculative) + discover_proposer(proposer)
     if not any(i.kind == "interface" for i in items):
         raise ContractError(
             f"{RUNNER}: found no supports_*() check on an EAGLE-3 code path; the "
@@ -222,10 +291,27 @@ def discover(read: callable[[str], str]) -> list[Item]:  # type: ignore[valid-ty
 
 @dataclass(frozen=True)
 class Table:
-    """item label -> architecture -> ok | missing | stub | n/a."""
+    """item label -> architecture -> ok | missing | stub | n/a.
+
+    ``files`` says, for each (item label, architecture), which source files
+    are responsible for that cell holding: the architecture's model module
+    for interfaces and methods, the file doing the read for config reads and
+    the gate.
+    """
 
     rows: dict[str, dict[str, str]]
     where: dict[str, str]
+    files: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+
+    def holds_for(self, paths: list[str]) -> bool:
+        """Whether the part of the contract ``paths`` are responsible for
+        holds: each path owns at least one cell, at least one is ``ok`` and
+        none is ``missing`` or ``stub``."""
+        for path in paths:
+            cells = [self.rows[item][arch] for (item, arch), fs in self.files.items() if path in fs]
+            if not cells or "ok" not in cells or {"missing", "stub"} & set(cells):
+                return False
+        return bool(paths)
 
     @property
     def gaps(self) -> list[tuple[str, str, str]]:
@@ -241,14 +327,31 @@ class Table:
         return "\n".join(lines)
 
 
-def check(python: Path, items: list[Item]) -> Table:
+def check(
+    python: Path,
+    items: list[Item],
+    *,
+    sys_path: Path | None = None,
+    modules: dict[str, str] | None = None,
+) -> Table:
     """Evaluate ``items`` on the claimed architectures with ``python``, an
-    interpreter that imports the vLLM under test.
+    interpreter that imports the vLLM under test (or, with ``sys_path``, one
+    whose packages let vLLM import from that source tree).
+
+    ``modules`` (architecture -> model module path, see ``model_modules``)
+    fills ``Table.files``.
 
     Raises:
         ContractError: the probe failed to run.
     """
-    payload = json.dumps({"items": [asdict(i) for i in items], "archs": CLAIMED})
+    archs = {a: {"model_type": mt, "text_model_type": TEXT_MODEL_TYPES[a]} for a, mt in CLAIMED.items()}
+    payload = json.dumps(
+        {
+            "items": [asdict(i) for i in items],
+            "archs": archs,
+            "sys_path": [str(sys_path)] if sys_path else [],
+        }
+    )
     # -I -c: run the probe's text isolated, so the modules beside it in
     # scripts/vpq (queue, venv, wheel, ...) cannot shadow the stdlib or pip's.
     proc = subprocess.run(
@@ -261,6 +364,7 @@ def check(python: Path, items: list[Item]) -> Table:
     results: list[dict[str, str]] = json.loads(lines[-1][len("CONTRACT "):])
     rows: dict[str, dict[str, str]] = {}
     where: dict[str, str] = {}
+    files: dict[tuple[str, str], set[str]] = {}
     rank = {"n/a": 0, "ok": 1, "stub": 2, "missing": 3}
     for item, res in zip(items, results, strict=True):
         row = rows.setdefault(item.label, {a: "n/a" for a in CLAIMED})
@@ -269,4 +373,9 @@ def check(python: Path, items: list[Item]) -> Table:
             # An item found on several paths: the worst applicable verdict wins.
             if rank[v] > rank[row[arch]]:
                 row[arch] = v
-    return Table(rows, where)
+            if v == "n/a":
+                continue
+            owner = (modules or {}).get(arch) if item.kind in ("interface", "method") else item.file
+            if owner:
+                files.setdefault((item.label, arch), set()).add(owner)
+    return Table(rows, where, files)

@@ -64,10 +64,12 @@ def guard_holds(guard: dict, cls: type) -> bool | None:
     return None if value is None else value == guard["expect"]
 
 
-def verdict(item: dict, cls: type, model_type: str) -> str:
+def verdict(item: dict, cls: type, arch: dict) -> str:
     if any(guard_holds(g, cls) is False for g in item["guards"]):
         return "n/a"
     kind, name = item["kind"], item["name"]
+    if kind == "gate":  # vLLM's rule: a listed name is a substring of the type
+        return "ok" if any(v in arch["text_model_type"] for v in item["values"]) else "missing"
     if kind == "interface":
         from vllm.model_executor.models import interfaces
 
@@ -78,7 +80,7 @@ def verdict(item: dict, cls: type, model_type: str) -> str:
         if owner is None:
             return "missing"
         return "stub" if is_stub(vars(owner)[name]) else "ok"
-    obj: object = config_class(model_type)()
+    obj: object = config_class(arch["model_type"])()
     for part in name.split("."):
         if not hasattr(obj, part):
             return "missing"
@@ -89,9 +91,10 @@ def verdict(item: dict, cls: type, model_type: str) -> str:
 def main() -> None:
     logging.disable(logging.WARNING)
     data = json.load(sys.stdin)
+    sys.path[:0] = data.get("sys_path", [])
     classes = {arch: model_class(arch) for arch in data["archs"]}
     out = [
-        {arch: verdict(item, classes[arch], mt) for arch, mt in data["archs"].items()}
+        {arch: verdict(item, classes[arch], info) for arch, info in data["archs"].items()}
         for item in data["items"]
     ]
     print("CONTRACT " + json.dumps(out))

@@ -43,7 +43,8 @@ def test_contract_holds_on_the_patched_wheel(patched_table: contract.Table) -> N
     assert patched_table.gaps == []
     rows = patched_table.rows
     for item in ("supports_eagle3(model)", "model.set_aux_hidden_state_layers()",
-                 "model.get_eagle3_aux_hidden_state_layers()"):
+                 "model.get_eagle3_aux_hidden_state_layers()",
+                 "speculative gate: aux_hidden_states_supported"):
         assert rows[item] == {a: "ok" for a in ALL}
     assert rows["config.media_placeholder_token_id"][KIMI] == "ok"
     assert rows["model.get_language_model()"][KIMI] == "ok"
@@ -56,7 +57,9 @@ def test_contract_reports_the_gaps_the_series_fixes_on_unpatched_upstream(upstre
         for item in ("supports_eagle3(model)", "model.set_aux_hidden_state_layers()",
                      "model.get_eagle3_aux_hidden_state_layers()")
         for arch in ALL
-    } | {("config.image_token_index", KIMI, "missing")}
+    } | {("config.image_token_index", KIMI, "missing")} | {
+        ("speculative gate: aux_hidden_states_supported", arch, "missing") for arch in ALL
+    }
     assert set(upstream_table.gaps) == expected
 
 

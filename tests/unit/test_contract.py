@@ -87,9 +87,9 @@ class _Implements(_Proto):
 
 def test_a_protocol_method_inherited_without_implementation_is_a_stub() -> None:
     item = {"kind": "method", "name": "set_layers", "guards": []}
-    assert contract_probe.verdict(item, _OnlyInheritsTheProtocol, "") == "stub"
-    assert contract_probe.verdict(item, _Implements, "") == "ok"
-    assert contract_probe.verdict(item, type("Bare", (), {}), "") == "missing"
+    assert contract_probe.verdict(item, _OnlyInheritsTheProtocol, {}) == "stub"
+    assert contract_probe.verdict(item, _Implements, {}) == "ok"
+    assert contract_probe.verdict(item, type("Bare", (), {}), {}) == "missing"
 
 
 def test_table_reports_the_worst_verdict_and_lists_gaps() -> None:
@@ -99,3 +99,35 @@ def test_table_reports_the_worst_verdict_and_lists_gaps() -> None:
     )
     assert t.gaps == [("model.x()", "DeepseekV2ForCausalLM", "stub")]
     assert "stub" in t.render() and "f.py:1" in t.render()
+
+
+SPECULATIVE = textwrap.dedent(
+    """
+    class SpeculativeConfig:
+        def _verify_args(self):
+            other = ["not", "this"]
+            eagle3_target_supported = ["llama", "qwen"]
+            if self.method == "eagle3" and not any(
+                m in self.target_model_config.hf_text_config.model_type
+                for m in eagle3_target_supported
+            ):
+                raise ValueError("no")
+    """
+)
+
+
+def test_gate_discovery_finds_the_allowlist_the_eagle3_check_uses() -> None:
+    (gate,) = contract.discover_gate(SPECULATIVE)
+    assert (gate.kind, gate.name, gate.values) == ("gate", "eagle3_target_supported", ["llama", "qwen"])
+    assert contract_probe.verdict(gate.__dict__, object, {"text_model_type": "qwen3"}) == "ok"
+    assert contract_probe.verdict(gate.__dict__, object, {"text_model_type": "deepseek_v3"}) == "missing"
+
+
+def test_holds_for_needs_an_ok_cell_owned_by_each_file() -> None:
+    t = contract.Table(
+        rows={"a": {"X": "ok"}, "b": {"X": "missing"}},
+        where={"a": "f:1", "b": "g:1"},
+        files={("a", "X"): {"f.py"}, ("b", "X"): {"g.py"}},
+    )
+    assert t.holds_for(["f.py"]) and not t.holds_for(["g.py"]) and not t.holds_for(["h.py"])
+    assert not t.holds_for(["f.py", "g.py"])
