@@ -2,6 +2,7 @@
 
     nox -s build_wheel            apply the series, build + audit wheels into dist/
     nox -s tests                  unit and integration tests (CPU)
+    nox -s rebase_upstream        move the pin to a new upstream release (see README)
     nox -s contract               EAGLE-3 contract table (CPU venv with the wheel)
     nox -s lint                   ruff + series lint
     nox -s apply / export         edit the series in build/work (see README)
@@ -36,6 +37,14 @@ def export(session: nox.Session) -> None:
     """Write build/work's patch commits back to patches/ and series."""
     session.install(TOOL)
     session.run("python", "-m", "vpq", "export", *session.posargs)
+
+
+@nox.session
+def rebase_upstream(session: nox.Session) -> None:
+    """Move the pin: `-- 0.18.1`, `-- --latest`, `-- --continue`, `-- --abort`,
+    `-- --check [VERSION ...]` (report only)."""
+    session.install(TOOL)
+    session.run("python", "-m", "vpq", "rebase", *session.posargs)
 
 
 @nox.session

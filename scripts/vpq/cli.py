@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from vpq import build, contract, fetch, lock, queue, series
+from vpq import build, contract, fetch, lock, queue, rebase, series
 from vpq.errors import UsageError, VpqError
 
 
@@ -80,6 +80,46 @@ def cmd_export(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rebase(ns: argparse.Namespace) -> int:
+    root = _root(ns)
+    if ns.abort:
+        rebase.abort(root)
+        print("rebase aborted; patches/, series and upstream.lock are as they were")
+        return 0
+    if ns.check is not None:
+        pin = lock.load(root)
+        versions = ns.check or rebase.newer_versions(pin.name, pin.version)
+        if not versions:
+            print(f"no release newer than vllm {pin.version}")
+            return 0
+        for rep in rebase.check(root, versions, ns.upstream_source):
+            print(rep.render())
+            print(f"  ({rep.seconds:.1f} s)")
+        return 0
+    try:
+        if ns.cont:
+            report = rebase.resume(root)
+        else:
+            if bool(ns.version) == bool(ns.latest):
+                raise UsageError("give a version or --latest (or --continue, --abort, --check)")
+            pin = lock.load(root)
+            version = rebase.latest_version(pin.name) if ns.latest else ns.version
+            report = rebase.start(root, version, ns.upstream_source)
+    except rebase.RebaseStopped as stopped:
+        print(stopped.report.render())
+        raise
+    print(report.render())
+    print(f"upstream.lock now pins vllm {report.new}; series has "
+          f"{sum(o.status in ('clean', 'rebased') for o in report.outcomes)} patches "
+          f"({report.seconds:.1f} s)")
+    if ns.no_build:
+        return 0
+    results = build.build_wheels(root)
+    for r in results:
+        print(f"built {r.wheel.path}\n  sha256 {r.wheel.sha256}")
+    return 0
+
+
 def cmd_lint(ns: argparse.Namespace) -> int:
     problems = series.lint(_root(ns))
     for p in problems:
@@ -114,6 +154,16 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--check", action="store_true", help="fail if the export changed any file")
     e.set_defaults(func=cmd_export)
     sub.add_parser("lint", help="lint series and patches").set_defaults(func=cmd_lint)
+    r = sub.add_parser("rebase", help="move the pin to another upstream release (nox -s rebase_upstream)")
+    r.add_argument("version", nargs="?", help="target upstream version, e.g. 0.18.1")
+    r.add_argument("--latest", action="store_true", help="the newest release on the index")
+    r.add_argument("--continue", dest="cont", action="store_true", help="go on after resolving a conflict")
+    r.add_argument("--abort", action="store_true", help="give up a stopped rebase")
+    r.add_argument("--check", nargs="*", metavar="VERSION",
+                   help="only print the table for these releases (default: all newer than the pin)")
+    r.add_argument("--upstream-source", choices=["sdist", "git"], default="sdist")
+    r.add_argument("--no-build", action="store_true", help="do not build wheels for the new pin")
+    r.set_defaults(func=cmd_rebase)
     k = sub.add_parser("contract", help="discover the EAGLE-3 contract and check it on the claimed architectures")
     k.add_argument("--upstream", action="store_true", help="check unpatched upstream instead (shows the gaps the series fixes)")
     k.set_defaults(func=cmd_contract)

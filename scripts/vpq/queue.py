@@ -49,7 +49,7 @@ class Applied:
     commit: str
 
 
-def _check_exact(repo: Path, patch: Patch) -> None:
+def check_exact(repo: Path, patch: Patch) -> None:
     """Check that each hunk's old lines sit at its stated line in the tree.
 
     Raises:
@@ -103,7 +103,7 @@ def apply_series(repo: Path, upstream_ref: str, patches: list[Patch]) -> list[Ap
     g.git(["clean", "-q", "-fdx"], repo)
     applied: list[Applied] = []
     for patch in patches:
-        _check_exact(repo, patch)
+        check_exact(repo, patch)
         proc = g.git(
             ["am", "--no-3way", "--keep", "--keep-cr", "--quiet", str(patch.path)],
             repo,

@@ -127,6 +127,21 @@ def import_git(
     return commit
 
 
+def sdist_commit(sdist: Path) -> str | None:
+    """The commit id setuptools-scm recorded in the sdist's ``vllm/_version.py``
+    (``__commit_id__ = 'g95c0f928c'`` -> ``95c0f928c``), or None."""
+    import re
+
+    with tarfile.open(sdist, "r:*") as tar:
+        for m in tar.getmembers():
+            if m.name.endswith("/vllm/_version.py") and m.name.count("/") == 2:
+                fh = tar.extractfile(m)
+                text = fh.read().decode() if fh else ""
+                found = re.search(r"commit_id = '(?:g)?([0-9a-f]{7,40})'", text)
+                return found.group(1) if found else None
+    return None
+
+
 def checkout(repo: Path, ref: str, branch: str) -> None:
     """Force-check out ``ref`` as ``branch`` in the work directory."""
     g.git(["am", "--abort"], repo, check=False)

@@ -2,7 +2,9 @@
 
 A *deps* venv holds CPU torch 2.13.0, pytest and the pinned upstream's
 ``requirements/common.txt``; it is slow to make (a few minutes cold), so it
-is cached under ``build/envs/deps-<hash>`` keyed by its inputs. A wheel is
+is cached under ``<cache>/envs/deps-<hash>`` keyed by its inputs (the
+download cache's directory, see ``vpq.fetch.cache_dir``), shared by every
+checkout. A wheel is
 then installed with ``pip install --no-deps`` into its own venv that sees
 the deps venv through a ``.pth`` file, as a serving host would install it,
 minus the CUDA stack. Used by the contract check and the tests.
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from vpq import fetch
 from vpq.errors import VpqError
 from vpq.files import sha256_file
 
@@ -41,11 +44,17 @@ def _site_packages(venv: Path) -> Path:
     return site
 
 
+def envs_dir() -> Path:
+    """Where cached venvs live: ``<download cache>/envs``."""
+    path = fetch.cache_dir() / "envs"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def deps_env(root: Path, common_txt: bytes) -> Path:
     """The cached deps venv for ``common_txt``; made on first use."""
     key = hashlib.sha256(common_txt + TORCH_CPU.encode() + PYTEST.encode() + sys.version.encode()).hexdigest()[:12]
-    base = root / "build" / "envs"
-    base.mkdir(parents=True, exist_ok=True)
+    base = envs_dir()
     venv = base / f"deps-{key}"
     with FileLock(str(venv) + ".lock"):
         if (venv / ".complete").exists():
@@ -83,7 +92,7 @@ def cached_wheel_env(root: Path, deps: Path, wheel: Path) -> Path:
     """``wheel_env`` under ``build/envs/wheel-<sha256[:12]>``, reused while
     the same wheel bytes are installed there."""
     key = sha256_file(wheel)[:12]
-    dest = root / "build" / "envs" / f"wheel-{key}"
+    dest = envs_dir() / f"wheel-{key}"
     with FileLock(str(dest) + ".lock"):
         py = dest / "bin" / "python"
         if (dest / ".complete").exists():

@@ -1,0 +1,463 @@
+"""Moving the pin: rebase the series onto another upstream release.
+
+Steps (``gbp pq rebase`` / ``gbp import-orig`` style, in ``build/work``):
+
+1. import the pinned upstream and apply the series, one commit per patch;
+2. import the target release as the next upstream commit (its parent is the
+   pinned one), from its hash-checked sdist or, with ``--upstream-source
+   git``, from the repository;
+3. replay the patch commits onto it with 3-way merges (``git cherry-pick``),
+   classifying each patch:
+
+   - **clean**: every hunk applies as is (zero fuzz, zero offset);
+   - **rebased**: the context moved; 3-way merged; re-exported;
+   - **absorbed**: upstream already has it, by one of three signals: the
+     patch became *empty*; it *reverse-applies* on the target release; or its
+     *contract* already holds there (the part of the EAGLE-3 contract that
+     the patch's files are responsible for, checked on the unpatched target
+     with ``vpq.contract``). Checked for every patch, clean or conflicting, so
+     a patch that still applies but duplicates upstream's code is dropped too;
+   - **conflict**: needs a person. The rebase stops with normal git state in
+     ``build/work``; ``--continue`` after resolving, ``--abort`` to give up.
+
+4. on success, check the contract on the rebased tree, then write
+   ``patches/``, ``series`` and ``upstream.lock`` (only now), and print the
+   table. Absorbed patches are recorded as ``Applied-Upstream: <version>``
+   in the report (``build/rebase/report-<old>-to-<new>.md``).
+
+``check`` runs the same steps for one or more releases without changing
+anything, and does not stop at a conflict.
+
+This module orchestrates; it knows nothing about wheel internals.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from vpq import build, contract, fetch, lock, queue, series, tree, venv
+from vpq import git as g
+from vpq.errors import VpqError
+from vpq.files import write_atomic
+
+STATE_DIR = Path("build") / "rebase"
+REBASE_BRANCH = "rebase"
+CONTINUE = "nox -s rebase_upstream -- --continue"
+ABORT = "nox -s rebase_upstream -- --abort"
+
+
+class RebaseError(VpqError):
+    """The rebase cannot proceed; the repository's inputs are unchanged."""
+
+
+class RebaseStopped(VpqError):
+    """The rebase stopped at a conflict that needs a person; ``report`` holds
+    the outcomes so far."""
+
+    def __init__(self, message: str, report: Report) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+@dataclass
+class Outcome:
+    """How one patch fared."""
+
+    patch: str
+    status: str  # clean | rebased | absorbed | conflict
+    signal: str  # why: "applies as is", "3-way merge", "empty", "reverse-applies", "contract", ...
+    files: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    old: str
+    new: str
+    outcomes: list[Outcome]
+    seconds: float = 0.0
+    error: str = ""
+
+    def render(self) -> str:
+        w = max([len(o.patch) for o in self.outcomes] + [5])
+        lines = [f"vllm {self.old} -> {self.new}"]
+        if self.error:
+            lines.append(f"  cannot rebase: {self.error}")
+        if self.outcomes:
+            lines.append(f"  {'patch':<{w}}  {'status':<9} signal")
+        for o in self.outcomes:
+            extra = f"  Applied-Upstream: {self.new}" if o.status == "absorbed" else ""
+            files = f" ({', '.join(o.files)})" if o.status == "conflict" else ""
+            lines.append(f"  {o.patch:<{w}}  {o.status:<9} {o.signal}{files}{extra}")
+        return "\n".join(lines)
+
+
+@dataclass
+class State:
+    """A rebase in progress, saved in ``build/rebase/state.json``."""
+
+    old_lock: str
+    new_lock: str
+    old_ref: str
+    new_ref: str
+    common_txt_ref: str  # where the deps venv's requirements come from
+    pending: list[list[str]]  # [commit, patch name]
+    outcomes: list[dict[str, object]]
+    table: dict[str, object]
+    current: list[str] | None = None
+    started: float = 0.0
+
+
+def _state_path(root: Path) -> Path:
+    return root / STATE_DIR / "state.json"
+
+
+def _save(root: Path, state: State) -> None:
+    write_atomic(_state_path(root), json.dumps(asdict(state), indent=1).encode())
+
+
+def _load(root: Path) -> State:
+    path = _state_path(root)
+    if not path.exists():
+        raise RebaseError("no rebase is in progress (nothing to --continue or --abort)")
+    return State(**json.loads(path.read_text()))
+
+
+def _table_to_json(t: contract.Table) -> dict[str, object]:
+    return {
+        "rows": t.rows,
+        "where": t.where,
+        "files": [[item, arch, sorted(fs)] for (item, arch), fs in t.files.items()],
+    }
+
+
+def _table_from_json(d: dict[str, object]) -> contract.Table:
+    files = {(item, arch): set(fs) for item, arch, fs in d["files"]}  # type: ignore[union-attr, misc]
+    return contract.Table(d["rows"], d["where"], files)  # type: ignore[arg-type]
+
+
+# --- the target release ----------------------------------------------------
+
+
+def target_lock(old: lock.Lock, version: str) -> tuple[lock.Lock, Path]:
+    """The lock for ``version``, from the index, and its verified sdist.
+
+    Wheels are picked per platform the old lock pins, with the old wheel's
+    python and ABI tags (``cp38-abi3``).
+
+    Raises:
+        RebaseError: the index has no such release, or no wheel for a platform.
+    """
+    try:
+        Version(version)
+    except InvalidVersion:
+        raise RebaseError(f"{version!r} is not a version") from None
+    files = {f.filename: f for f in fetch.list_files(old.name) if not f.yanked}
+    sdist_name = f"{old.name}-{version}.tar.gz"
+    if sdist_name not in files:
+        raise RebaseError(f"the package index has no {sdist_name}: is {old.name} {version} released?")
+    wheels = {}
+    for plat, art in old.wheels.items():
+        py_abi = "-".join(art.filename[:-4].split("-")[2:4])  # cp38-abi3
+        cands = sorted(
+            n for n in files
+            if n.startswith(f"{old.name}-{version}-{py_abi}-") and n.endswith(f"_{plat}.whl")
+        )
+        if not cands:
+            raise RebaseError(f"{old.name} {version} publishes no {py_abi} wheel for {plat}")
+        wheels[plat] = lock.Artifact(cands[0], files[cands[0]].sha256)
+    sdist = fetch.fetch(old.name, sdist_name, files[sdist_name].sha256)
+    commit = tree.sdist_commit(sdist)
+    if not commit:
+        raise RebaseError(f"{sdist_name}: vllm/_version.py records no commit id")
+    new = lock.Lock(
+        name=old.name,
+        version=version,
+        tag=old.tag.replace(old.version, version),
+        repository=old.repository,
+        commit=commit,
+        commit_source="sdist vllm/_version.py",
+        sdist=lock.Artifact(sdist_name, files[sdist_name].sha256),
+        wheels=wheels,
+    )
+    return new, sdist
+
+
+def latest_version(project: str) -> str:
+    """The newest final release on the index."""
+    vs = [Version(v) for v in fetch.versions(project) if not Version(v).is_prerelease]
+    if not vs:
+        raise RebaseError(f"the package index lists no release of {project}")
+    return str(max(vs))
+
+
+def newer_versions(project: str, than: str) -> list[str]:
+    """Final releases newer than ``than``, oldest first."""
+    pivot = Version(than)
+    return [str(v) for v in sorted(Version(x) for x in fetch.versions(project)) if v > pivot and not v.is_prerelease]
+
+
+def _missing_files(repo: Path, ref: str, patches: list[series.Patch]) -> list[tuple[str, str]]:
+    listed = set(g.out(["ls-tree", "-r", "--name-only", ref], repo).splitlines())
+    return [
+        (p.name, f)
+        for p in patches
+        for f in p.files
+        if f not in p.new_files and f not in listed
+    ]
+
+
+def _tree_table(root: Path, repo: Path, ref: str, common_ref: str) -> contract.Table:
+    """The contract on the tree at ``ref``, imported from source on the deps
+    venv made from ``common_ref``'s requirements (no wheel needed)."""
+
+    def read(path: str) -> str:
+        return g.git(["show", f"{ref}:{path}"], repo).stdout.decode()
+
+    common = g.git(["show", f"{common_ref}:requirements/common.txt"], repo).stdout
+    deps = venv.deps_env(root, common)
+    with tempfile.TemporaryDirectory(dir=root / "build", prefix=".contract-") as tmp:
+        src = Path(tmp) / "src"
+        tree.export_tree(repo, ref, src)
+        return contract.check(
+            deps / "bin" / "python",
+            contract.discover(read),
+            sys_path=src,
+            modules=contract.model_modules(read(contract.REGISTRY)),
+        )
+
+
+def _reverse_applies(repo: Path, ref: str, patch_path: Path) -> bool:
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        g.git(["read-tree", ref], repo, env=env)
+        proc = g.git(["apply", "--cached", "--check", "--reverse", str(patch_path)], repo, env=env, check=False)
+        return proc.returncode == 0
+
+
+def _unmerged(repo: Path) -> list[str]:
+    return g.out(["diff", "--name-only", "--diff-filter=U"], repo).split()
+
+
+def _step(repo: Path, state: State, table: contract.Table, commit: str, patch: series.Patch, *, stop: bool) -> Outcome:
+    """Replay one patch commit onto ``HEAD`` and classify it.
+
+    Every absorption signal is evaluated for every patch, and all that hold
+    are reported: ``empty`` (the 3-way result changes nothing),
+    ``reverse-applies`` (on the unpatched target), ``contract`` (the part of
+    the contract the patch's files are responsible for holds on the target).
+    """
+    try:
+        queue.check_exact(repo, patch)
+        exact = True
+    except queue.ApplyError:
+        exact = False
+    proc = g.git(["cherry-pick", "--keep-redundant-commits", "--allow-empty", commit], repo, check=False)
+    conflicted = _unmerged(repo) if proc.returncode != 0 else []
+    if proc.returncode != 0 and not conflicted:
+        raise RebaseError(f"{patch.name}: git cherry-pick failed: {proc.stderr.decode().strip()}")
+    empty = not conflicted and (
+        g.out(["rev-parse", "HEAD^{tree}"], repo) == g.out(["rev-parse", "HEAD~1^{tree}"], repo)
+    )
+    signals = [
+        name
+        for name, holds in (
+            ("empty", lambda: empty),
+            ("reverse-applies", lambda: _reverse_applies(repo, state.new_ref, patch.path)),
+            ("contract", lambda: table.holds_for(list(patch.files))),
+        )
+        if holds()
+    ]
+    if signals:
+        if conflicted:
+            g.git(["cherry-pick", "--abort"], repo)
+        else:
+            g.git(["reset", "-q", "--hard", "HEAD~1"], repo)
+        how = " (3-way merge conflicted)" if conflicted else ""
+        return Outcome(patch.name, "absorbed", ", ".join(signals) + how)
+    if conflicted:
+        if not stop:
+            g.git(["cherry-pick", "--abort"], repo)
+        return Outcome(patch.name, "conflict", "needs a person", conflicted)
+    return Outcome(patch.name, "clean", "applies as is") if exact else Outcome(patch.name, "rebased", "3-way merge")
+
+
+def _patches_by_name(root: Path) -> dict[str, series.Patch]:
+    return {p.name: p for p in series.load(root)}
+
+
+def _run(root: Path, state: State, *, stop: bool = True) -> list[Outcome]:
+    repo = root / build.WORK_DIR
+    table = _table_from_json(state.table)
+    patches = _patches_by_name(root)
+    outcomes = [Outcome(**o) for o in state.outcomes]  # type: ignore[arg-type]
+    while state.pending:
+        commit, name = state.pending[0]
+        outcome = _step(repo, state, table, commit, patches[name], stop=stop)
+        state.pending.pop(0)
+        outcomes.append(outcome)
+        state.outcomes = [asdict(o) for o in outcomes]
+        if outcome.status == "conflict" and stop:
+            state.current = [commit, name]
+            _save(root, state)
+            old = lock.parse(state.old_lock, Path("old")).version
+            new = lock.parse(state.new_lock, Path("new")).version
+            raise RebaseStopped(
+                f"rebase to vllm {new} stopped: patches/{name} conflicts in "
+                f"{', '.join(outcome.files)}. Resolve the conflict in {repo} (edit, then "
+                f"`git add <file>`) and run `{CONTINUE}`, or run `{ABORT}` to give up. "
+                "patches/, series and upstream.lock are unchanged.",
+                Report(old, new, outcomes + [Outcome(n, "pending", "") for _, n in state.pending]),
+            )
+    return outcomes
+
+
+def _begin(root: Path, version: str, source: str) -> State:
+    """Steps 1-2, the checks that can refuse the move, and the set-up of step 3.
+
+    Raises:
+        RebaseError: the target lacks a file the series changes, or cannot
+            be fetched.
+    """
+    prep = build.prepare(root, source)
+    old = prep.lock
+    new, sdist = target_lock(old, version)
+    repo = prep.repo
+    old_commit = g.out(["rev-parse", f"{prep.upstream_ref}^{{commit}}"], repo)
+    if source == "git":
+        tree.import_git(repo, new.repository, new.tag, new.version, new.commit)
+    else:
+        tree.import_sdist(repo, sdist, new.version, parent=old_commit)
+    new_ref = tree.upstream_tag(new.version)
+    missing = _missing_files(repo, new_ref, prep.patches)
+    if missing:
+        names = "; ".join(f"{f} (changed by patches/{p})" for p, f in missing)
+        raise RebaseError(
+            f"vllm {new.version} has no {names}: the series cannot be moved there. "
+            "patches/, series and upstream.lock are unchanged."
+        )
+    table = _tree_table(root, repo, new_ref, prep.upstream_ref)
+    commits = queue.commits_since(repo, prep.upstream_ref, queue.PATCHED_BRANCH)
+    state = State(
+        old_lock=lock.dumps(old),
+        new_lock=lock.dumps(new),
+        old_ref=prep.upstream_ref,
+        new_ref=new_ref,
+        common_txt_ref=prep.upstream_ref,
+        pending=[[c, p.name] for c, p in zip(commits, prep.patches, strict=True)],
+        outcomes=[],
+        table=_table_to_json(table),
+        started=time.time(),
+    )
+    g.git(["checkout", "-q", "-f", "-B", REBASE_BRANCH, new_ref], repo)
+    return state
+
+
+def start(root: Path, version: str, source: str = "sdist") -> Report:
+    """Rebase the series onto ``version`` and, on success, move the pin.
+
+    Raises:
+        RebaseError: it cannot start or finish (inputs unchanged).
+        RebaseStopped: a conflict needs a person (state saved for --continue).
+    """
+    if _state_path(root).exists():
+        raise RebaseError(f"a rebase is already in progress: run `{CONTINUE}` or `{ABORT}`")
+    old_version = lock.load(root).version
+    if Version(version) == Version(old_version):
+        raise RebaseError(f"upstream.lock already pins vllm {version}")
+    state = _begin(root, version, source)
+    _save(root, state)
+    return _finish(root, state, _run(root, state))
+
+
+def resume(root: Path) -> Report:
+    """``--continue``: commit the resolved patch and go on.
+
+    Raises:
+        RebaseError: conflicts are still unresolved (names the files).
+        RebaseStopped: another conflict.
+    """
+    state = _load(root)
+    repo = root / build.WORK_DIR
+    left = _unmerged(repo)
+    if left:
+        raise RebaseError(
+            f"still unresolved in {repo}: {', '.join(left)}; resolve them, `git add` them, "
+            f"then run `{CONTINUE}` (or `{ABORT}`)"
+        )
+    if state.current:
+        name = state.current[1]
+        outcomes = [Outcome(**o) for o in state.outcomes]  # type: ignore[arg-type]
+        if g.git(["diff", "--cached", "--quiet", "HEAD"], repo, check=False).returncode == 0:
+            g.git(["cherry-pick", "--skip"], repo, check=False)
+            g.git(["reset", "-q", "--hard", "HEAD"], repo)
+            outcomes[-1] = Outcome(name, "absorbed", "empty after resolution")
+        else:
+            g.git(["-c", "core.editor=true", "cherry-pick", "--continue"], repo, env={"GIT_EDITOR": "true"})
+            outcomes[-1] = Outcome(name, "rebased", "resolved by hand")
+        state.outcomes = [asdict(o) for o in outcomes]
+        state.current = None
+        _save(root, state)
+    return _finish(root, state, _run(root, state))
+
+
+def abort(root: Path) -> None:
+    """``--abort``: drop the rebase; the repository's inputs were never touched."""
+    state = _load(root)
+    repo = root / build.WORK_DIR
+    g.git(["cherry-pick", "--abort"], repo, check=False)
+    g.git(["checkout", "-q", "-f", queue.PATCHED_BRANCH], repo, check=False)
+    _state_path(root).unlink()
+    del state
+
+
+def _finish(root: Path, state: State, outcomes: list[Outcome]) -> Report:
+    repo = root / build.WORK_DIR
+    old = lock.parse(state.old_lock, Path("old"))
+    new = lock.parse(state.new_lock, Path("new"))
+    # The contract must hold on the rebased tree before anything is written.
+    table = _tree_table(root, repo, REBASE_BRANCH, state.common_txt_ref)
+    if table.gaps:
+        gaps = "; ".join(f"{item} is {v} on {arch}" for item, arch, v in table.gaps)
+        raise RebaseError(
+            f"the rebased series does not meet the EAGLE-3 contract on vllm {new.version}: "
+            f"{gaps}. Fix it in {repo} (branch {REBASE_BRANCH}) and `{CONTINUE}`, or `{ABORT}`."
+        )
+    old_patches = list(_patches_by_name(root).values())
+    entries = queue.export(repo, state.new_ref, old_patches, head=REBASE_BRANCH)
+    series.write(root, entries)
+    lock.dump(new, root)
+    report = Report(old.version, new.version, outcomes, time.time() - state.started)
+    write_atomic(
+        root / STATE_DIR / f"report-{old.version}-to-{new.version}.md",
+        (report.render() + "\n").encode(),
+    )
+    _state_path(root).unlink(missing_ok=True)
+    g.git(["checkout", "-q", "-f", "-B", queue.PATCHED_BRANCH, REBASE_BRANCH], repo)
+    return report
+
+
+def check(root: Path, versions: list[str], source: str = "sdist") -> list[Report]:
+    """``--check``: the classification table for each release; changes nothing."""
+    if _state_path(root).exists():
+        raise RebaseError(f"a rebase is in progress: run `{CONTINUE}` or `{ABORT}` first")
+    reports = []
+    old_version = lock.load(root).version
+    for version in versions:
+        t0 = time.monotonic()
+        try:
+            state = _begin(root, version, source)
+            outcomes = _run(root, state, stop=False)
+            reports.append(Report(old_version, version, outcomes, time.monotonic() - t0))
+        except (RebaseError, fetch.FetchError, tree.TreeError) as exc:
+            reports.append(Report(old_version, version, [], time.monotonic() - t0, str(exc)))
+        finally:
+            repo = root / build.WORK_DIR
+            g.git(["cherry-pick", "--abort"], repo, check=False)
+            g.git(["checkout", "-q", "-f", queue.PATCHED_BRANCH], repo, check=False)
+    return reports
