@@ -4,6 +4,7 @@
     nox -s tests                  unit and integration tests (CPU)
     nox -s rebase_upstream        move the pin to a new upstream release (see README)
     nox -s contract               EAGLE-3 contract table (CPU venv with the wheel)
+    nox -s bench                  build timings vs vLLM's own build (build/bench.json)
     nox -s lint                   ruff + series lint
     nox -s apply / export         edit the series in build/work (see README)
 """
@@ -53,6 +54,14 @@ def contract(session: nox.Session) -> None:
     claimed architectures provide it. `-- --upstream` checks unpatched upstream."""
     session.install(TOOL)
     session.run("python", "-m", "vpq", "contract", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Cold/warm build_wheel per platform, vLLM's own build, one rebase --check
+    step: wall time, peak RSS, ratio to vLLM's build. Writes build/bench.json."""
+    session.install(TOOL)
+    session.run("python", "-m", "vpq", "bench", *session.posargs)
 
 
 @nox.session

@@ -104,3 +104,28 @@ def audit(built: Path, upstream: Path, expected: dict[str, bytes | None]) -> Aud
             f"audit of {built.name} against {upstream.name} failed: " + "; ".join(problems)
         )
     return AuditReport(wheel=built, differing=tuple(sorted(differing)), members=len(b))
+
+
+def compare_backends(a: Path, b: Path) -> int:
+    """Check two wheels of the same series have the same files with the same
+    contents outside the dist-info (e.g. the overlay and vLLM's own build).
+
+    Returns:
+        The number of members compared.
+
+    Raises:
+        AuditError: listing the members only one has, or whose bytes differ.
+    """
+    with zipfile.ZipFile(a) as za, zipfile.ZipFile(b) as zb:
+        ia = {i.filename: i for i in za.infolist() if not _is_dist_info(i.filename)}
+        ib = {i.filename: i for i in zb.infolist() if not _is_dist_info(i.filename)}
+        problems = [f"only in {a.name}: {n}" for n in sorted(ia.keys() - ib.keys())]
+        problems += [f"only in {b.name}: {n}" for n in sorted(ib.keys() - ia.keys())]
+        for n in sorted(ia.keys() & ib.keys()):
+            x, y = ia[n], ib[n]
+            if (x.CRC, x.file_size) != (y.CRC, y.file_size) and za.read(n) != zb.read(n):
+                problems.append(f"{n} differs")
+    if problems:
+        shown = "; ".join(problems[:20]) + (f"; ... {len(problems) - 20} more" if len(problems) > 20 else "")
+        raise AuditError(f"{a.name} and {b.name} differ outside the dist-info: {shown}")
+    return len(ia)

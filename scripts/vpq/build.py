@@ -21,9 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from vpq import contract, fetch, lock, queue, series, tree, venv, wheel
+from vpq import contract, fetch, lock, native, queue, series, tree, venv, wheel
 from vpq import git as g
-from vpq.audit import AuditReport, audit
+from vpq.audit import AuditReport, audit, compare_backends
 from vpq.errors import VpqError
 
 #: Target-model architectures the series makes EAGLE-3 capable; recorded in
@@ -31,6 +31,7 @@ from vpq.errors import VpqError
 #: scripts/verify_install.py.
 CLAIMED_ARCHITECTURES = tuple(contract.CLAIMED)
 LABEL_PREFIX = "eagle3"
+BACKENDS = ("overlay", "setuptools")
 WORK_DIR = Path("build") / "work"
 
 
@@ -167,6 +168,8 @@ def build_wheels(
     source: str = "sdist",
     out_dir: Path | None = None,
     prep: Prepared | None = None,
+    backend: str = "overlay",
+    precompiled: bool = True,
 ) -> list[Result]:
     """Build and audit one wheel per platform into ``out_dir`` (``dist/``).
 
@@ -175,11 +178,17 @@ def build_wheels(
             on; or any error of ``prepare``, ``wheel.build`` and ``audit``.
             ``dist/`` is unchanged on any error. ``prep`` reuses an
             already prepared work tree.
+
+    ``backend="setuptools"`` builds with vLLM's own build instead (see
+    ``vpq.native``; this host's platform only) and, besides the audit, checks
+    that its files equal the overlay wheel's outside the dist-info.
     """
+    if backend not in BACKENDS:
+        raise BuildError(f"unknown backend {backend!r}; use one of {BACKENDS}")
     out_dir = out_dir or root / "dist"
     prep = prep or prepare(root, source)
     binary = wheel.touches_binary_inputs(list(prep.changed))
-    if binary:
+    if binary and (backend == "overlay" or precompiled):
         raise BuildError(
             f"the series changes {', '.join(binary)}, which the precompiled "
             "release binaries or the wheel metadata depend on; the overlay build "
@@ -187,6 +196,11 @@ def build_wheels(
             "instead (`--backend setuptools --no-precompiled` on a CUDA host)."
         )
     plats = platforms_for(prep.lock, platform)
+    if backend == "setuptools" and plats != [host_platform()]:
+        raise BuildError(
+            f"--backend setuptools builds for this host's platform only ({host_platform()}); "
+            f"pass --platform {host_platform()}"
+        )
     label = label_for(prep.patches)
     up_wheels = {
         p: fetch.fetch(prep.lock.name, prep.lock.wheel(p).filename, prep.lock.wheel(p).sha256)
@@ -200,6 +214,16 @@ def build_wheels(
             up = up_wheels[plat]
             overlay = _overlay(prep, up)
             built = wheel.build(up, overlay, label, manifest(prep, plat, label), staging)
+            if backend == "setuptools":
+                src = root / "build" / "native-src"
+                tree.export_tree(prep.repo, queue.PATCHED_BRANCH, src)
+                native_wheel = native.build(
+                    src, up, label, manifest(prep, plat, label), staging / "native", precompiled=precompiled
+                )
+                report = audit(native_wheel.path, up, overlay)
+                compare_backends(native_wheel.path, built.path)
+                built.path.unlink()
+                return Result(native_wheel, report, plat)
             return Result(built, audit(built.path, up, overlay), plat)
 
         with ThreadPoolExecutor(max_workers=len(plats)) as pool:

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from vpq import build, contract, fetch, lock, queue, rebase, series
+from vpq import bench, build, contract, fetch, lock, queue, rebase, series
 from vpq.errors import UsageError, VpqError
 
 
@@ -27,7 +27,8 @@ def cmd_build(ns: argparse.Namespace) -> int:
     root = _root(ns)
     prep = build.prepare(root, ns.upstream_source)
     results = build.build_wheels(
-        root, platform=ns.platform, out_dir=Path(ns.out).resolve() if ns.out else None, prep=prep
+        root, platform=ns.platform, out_dir=Path(ns.out).resolve() if ns.out else None, prep=prep,
+        backend=ns.backend, precompiled=not ns.no_precompiled,
     )
     for r in results:
         print(f"built {r.wheel.path}")
@@ -50,6 +51,13 @@ def _report_contract(table: contract.Table, what: str) -> int:
         raise contract.ContractError(f"the EAGLE-3 contract does not hold for {what}: {gaps}")
     print("contract ok")
     return 0
+
+
+def cmd_bench(ns: argparse.Namespace) -> int:
+    cases = bench.run(_root(ns), with_native=not ns.no_native, rebase_target=ns.rebase_target)
+    print(bench.render(cases))
+    print("written to build/bench.json")
+    return 0 if all(c.ok for c in cases) else 1
 
 
 def cmd_contract(ns: argparse.Namespace) -> int:
@@ -144,6 +152,11 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--platform", default="all", help="x86_64, aarch64 or all (default)")
     b.add_argument("--upstream-source", choices=["sdist", "git"], default="sdist")
     b.add_argument("--out", help="output directory (default: dist/)")
+    b.add_argument("--backend", choices=build.BACKENDS, default="overlay",
+                   help="overlay (default, fast) or setuptools (vLLM's own build; use it when the "
+                        "series touches compiled code)")
+    b.add_argument("--no-precompiled", action="store_true",
+                   help="with --backend setuptools: full compile of csrc/ (CUDA build host only)")
     b.add_argument("--no-contract", action="store_true",
                    help="skip the EAGLE-3 contract check after the build (it needs a CPU venv)")
     b.set_defaults(func=cmd_build)
@@ -164,6 +177,10 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--upstream-source", choices=["sdist", "git"], default="sdist")
     r.add_argument("--no-build", action="store_true", help="do not build wheels for the new pin")
     r.set_defaults(func=cmd_rebase)
+    bn = sub.add_parser("bench", help="time the builds against vLLM's own build (nox -s bench)")
+    bn.add_argument("--no-native", action="store_true", help="skip vLLM's own build (no ratios)")
+    bn.add_argument("--rebase-target", default="0.18.1", help="release for the rebase --check step")
+    bn.set_defaults(func=cmd_bench)
     k = sub.add_parser("contract", help="discover the EAGLE-3 contract and check it on the claimed architectures")
     k.add_argument("--upstream", action="store_true", help="check unpatched upstream instead (shows the gaps the series fixes)")
     k.set_defaults(func=cmd_contract)

@@ -86,7 +86,9 @@ def _dist_info(names: list[str]) -> str:
     return dirs.pop()
 
 
-def _rewrite_version_py(text: str, version: str) -> str:
+def rewrite_version_py(text: str, version: str) -> str:
+    """Upstream's setuptools-scm ``_version.py`` with ``version`` (and its
+    tuple, the local label as the last element) in place of upstream's."""
     v = Version(version)
     tup = ", ".join([*(str(x) for x in v.release), repr(v.local)])
     out, n1 = re.subn(
@@ -184,7 +186,7 @@ def build(
         if missing:
             raise WheelError(f"{upstream_wheel.name}: cannot delete {missing}: not in the wheel")
         replaced: dict[str, bytes] = {p: c for p, c in overlay.items() if c is not None}
-        replaced["vllm/_version.py"] = _rewrite_version_py(
+        replaced["vllm/_version.py"] = rewrite_version_py(
             zin.read("vllm/_version.py").decode(), version
         ).encode()
         meta = _rewrite_metadata(zin.read(f"{old_di}/METADATA").decode(), version).encode()

@@ -1,0 +1,84 @@
+"""``nox -s bench``: build speed against vLLM's own build, in one run.
+
+Each case runs ``python -m vpq ...`` in a child process and records its
+wall time (s) and peak resident memory (MiB, from ``wait4``'s rusage).
+Ratios are against vLLM's own precompiled build (``--backend setuptools``)
+measured in the same run on the same machine. Results go to
+``build/bench.json`` and a table on stdout. Nothing here asserts on time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from vpq import build, lock
+from vpq.files import write_atomic
+
+
+@dataclass
+class Case:
+    name: str
+    seconds: float
+    peak_rss_mib: float
+    ok: bool
+    ratio: float | None = None
+
+
+def measure(name: str, args: list[str], root: Path) -> Case:
+    """Run ``python -m vpq --root ROOT ARGS`` and measure it."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vpq", "--root", str(root), *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - t0
+    ok = os.waitstatus_to_exitcode(status) == 0
+    if not ok and proc.stderr:
+        sys.stderr.write(f"{name}: {proc.stderr.read().decode()[-2000:]}\n")
+    return Case(name, round(seconds, 2), round(usage.ru_maxrss / 1024, 1), ok)
+
+
+def run(root: Path, *, with_native: bool = True, rebase_target: str | None = "0.18.1") -> list[Case]:
+    """All cases; the native build is the baseline for the ratios."""
+    pin = lock.load(root)
+    plats = sorted(pin.wheels)
+    out = Path(tempfile.mkdtemp(prefix="bench-", dir=root / "build"))
+    cases: list[Case] = []
+    try:
+        nc = ["--no-contract"]
+        for plat in plats:
+            shutil.rmtree(root / build.WORK_DIR, ignore_errors=True)
+            cases.append(measure(f"build_wheel cold {plat}", ["build", "--platform", plat, *nc, "--out", str(out / "c")], root))
+            cases.append(measure(f"build_wheel warm {plat}", ["build", "--platform", plat, *nc, "--out", str(out / "w")], root))
+        cases.append(measure("build_wheel warm all platforms", ["build", "--platform", "all", *nc, "--out", str(out / "a")], root))
+        if with_native:
+            host = build.host_platform()
+            cases.append(measure(f"vLLM's own build (--backend setuptools) {host}",
+                                 ["build", "--platform", host, "--backend", "setuptools", *nc, "--out", str(out / "n")], root))
+        if rebase_target:
+            cases.append(measure(f"rebase_upstream --check {rebase_target}", ["rebase", "--check", rebase_target], root))
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    base = next((c for c in cases if c.name.startswith("vLLM's own build") and c.ok), None)
+    for c in cases:
+        c.ratio = round(c.seconds / base.seconds, 3) if base else None
+    write_atomic(root / "build" / "bench.json", (json.dumps([asdict(c) for c in cases], indent=2) + "\n").encode())
+    return cases
+
+
+def render(cases: list[Case]) -> str:
+    w = max(len(c.name) for c in cases)
+    lines = [f"{'case':<{w}}  {'wall s':>8}  {'peak RSS MiB':>12}  {'/ vLLM build':>12}  ok"]
+    for c in cases:
+        ratio = f"{c.ratio:.3f}" if c.ratio is not None else "-"
+        lines.append(f"{c.name:<{w}}  {c.seconds:>8.2f}  {c.peak_rss_mib:>12.1f}  {ratio:>12}  {'yes' if c.ok else 'NO'}")
+    return "\n".join(lines)

@@ -1,0 +1,107 @@
+"""The second backend: vLLM's own build (``--backend setuptools``).
+
+Builds the patched tree with ``python -m build --wheel``, as vLLM documents
+for Python-only changes: ``VLLM_USE_PRECOMPILED=1`` with
+``VLLM_PRECOMPILED_WHEEL_LOCATION`` pointing at the pinned, hash-checked
+release wheel, so the compiled extensions come from upstream's release. The
+version goes through setuptools-scm (``VLLM_VERSION_OVERRIDE``, which vLLM's
+``setup.py`` turns into ``SETUPTOOLS_SCM_PRETEND_VERSION``) as our
+``<upstream>+<label>``. The wheel it makes is tagged for the build
+interpreter (``cp311-cp311-linux_x86_64``); the ``wheel`` tool then adds our
+manifest and upstream's ``_version.py`` with our version (``wheel unpack`` /
+``wheel pack``, which rewrites RECORD) and retags it to upstream's tags (``wheel tags``), so one file installs on
+CPython 3.10-3.13 like the release.
+
+With ``precompiled=False`` (``--no-precompiled``) it is a full compile of
+``csrc/``: only on a CUDA build host, for a series that touches compiled
+code; not exercised here.
+
+This backend needs a CUDA torch 2.10 in the isolated build environment
+(vLLM's ``pyproject.toml`` build requirements), several GB on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from vpq import wheel
+from vpq.errors import VpqError
+from vpq.files import sha256_file
+
+VERSION_FILE = "vllm/_version.py"
+
+
+class NativeBuildError(VpqError):
+    """vLLM's own build failed."""
+
+
+def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
+    proc = subprocess.run(cmd, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stdout[-3000:] + "\n" + proc.stderr[-3000:]).strip()
+        raise NativeBuildError(f"{' '.join(cmd[:4])} ... failed in {cwd}: {tail}")
+
+
+def build(
+    tree_dir: Path,
+    upstream_wheel: Path,
+    label: str,
+    manifest: dict[str, object],
+    out_dir: Path,
+    *,
+    precompiled: bool = True,
+) -> wheel.BuiltWheel:
+    """Build the patched tree at ``tree_dir`` with vLLM's own build.
+
+    Args:
+        tree_dir: a plain copy of the patched tree (it is built in place).
+        upstream_wheel: the pinned release wheel: the precompiled binaries
+            and the tags to give the result.
+        label: the local version label.
+        manifest: stored as ``<dist-info>/vpq_manifest.json``.
+        out_dir: receives the wheel (temporary name, then rename).
+
+    Raises:
+        NativeBuildError: the build or the ``wheel`` tool failed.
+    """
+    up_version = upstream_wheel.name.split("-")[1]
+    version = wheel.local_version(up_version, label)
+    tag_part = upstream_wheel.name[:-4].split("-", 2)[2]  # cp38-abi3-manylinux_2_31_x86_64
+    py_tag, abi_tag, plat_tag = tag_part.split("-")
+    env = {"VLLM_VERSION_OVERRIDE": version}
+    if precompiled:
+        env |= {"VLLM_USE_PRECOMPILED": "1", "VLLM_PRECOMPILED_WHEEL_LOCATION": str(upstream_wheel)}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".native-") as tmp:
+        t = Path(tmp)
+        _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(t / "raw"), str(tree_dir)], tree_dir, env)
+        (raw,) = (t / "raw").glob("*.whl")
+        _run([sys.executable, "-m", "wheel", "unpack", "--dest", str(t / "unpacked"), str(raw)], t)
+        (unpacked,) = (t / "unpacked").iterdir()
+        (dist_info,) = unpacked.glob("*.dist-info")
+        (dist_info / wheel.MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        # setuptools-scm writes its own _version.py (its template, commit_id
+        # None); use the overlay's rewrite of upstream's file instead, so both
+        # backends report the same version and the pinned upstream commit.
+        with zipfile.ZipFile(upstream_wheel) as up:
+            (unpacked / VERSION_FILE).write_text(
+                wheel.rewrite_version_py(up.read(VERSION_FILE).decode(), version)
+            )
+        _run([sys.executable, "-m", "wheel", "pack", "--dest-dir", str(t / "packed"), str(unpacked)], t)
+        (packed,) = (t / "packed").glob("*.whl")
+        _run(
+            [sys.executable, "-m", "wheel", "tags", "--remove", "--python-tag", py_tag,
+             "--abi-tag", abi_tag, "--platform-tag", plat_tag, str(packed)],
+            t,
+        )
+        (tagged,) = (t / "packed").glob("*.whl")
+        final = out_dir / tagged.name
+        shutil.move(str(tagged), final)
+    return wheel.BuiltWheel(path=final, sha256=sha256_file(final), version=version)
