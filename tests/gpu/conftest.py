@@ -36,8 +36,9 @@ import pytest
 
 PROBE = Path(__file__).with_name("engine_probe.py")
 NUM_SPECULATIVE_TOKENS = 3  # as vLLM's own EAGLE correctness tests
-#: Greedy, 10 new tokens, EOS honoured: the sampling vLLM 0.17.1's
-#: tests/v1/e2e/test_spec_decode.py uses for its equivalence checks.
+#: Greedy, 10 new tokens: the sampling vLLM 0.17.1's
+#: tests/v1/e2e/test_spec_decode.py uses for its equivalence checks (which
+#: honour EOS; so do we with real checkpoints, see ``batches``).
 EQUIVALENCE_MAX_TOKENS = 10
 BENCH_MAX_TOKENS = 256
 #: One 224 x 168 pixel image: with the fixture's processor, 16 x 12 patches
@@ -185,6 +186,10 @@ def batches(ck: Checkpoints) -> list[dict[str, Any]]:
         out.append({"name": "image", "kind": "image", "prompts": [image], "max_tokens": EQUIVALENCE_MAX_TOKENS})
     if ck.real:
         out.append({"name": "bench", "kind": "chat", "prompts": chats, "max_tokens": BENCH_MAX_TOKENS})
+    for b in out:
+        # EOS means nothing to dummy weights; ignoring it there keeps every
+        # request decoding (and drafting) for all its tokens.
+        b["ignore_eos"] = not ck.real
     return out
 
 

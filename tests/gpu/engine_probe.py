@@ -10,8 +10,9 @@ clean CUDA context and its GPU memory back on exit. SPEC keys:
   size), ``num_speculative_tokens``, ``load_format`` (``"dummy"`` for the
   tiny fixture), ``trust_remote_code``, ``max_model_len``, and optional
   ``max_num_seqs`` / ``gpu_memory_utilization``;
-- ``batches``: a list of ``{"name", "kind", "prompts", "max_tokens"}``, run
-  in order with greedy sampling (temperature 0). ``kind`` is ``"text"``
+- ``batches``: a list of ``{"name", "kind", "prompts", "max_tokens",
+  "ignore_eos"}``, run in order with greedy sampling (temperature 0).
+  ``kind`` is ``"text"``
   (prompts are strings), ``"chat"`` (prompts are message lists, through the
   model's chat template) or ``"image"`` (prompts are ``{"prompt": str,
   "image_size": [width, height]}``; the image is a generated RGB gradient,
@@ -103,7 +104,9 @@ def delta(before: dict[str, object], after: dict[str, object]) -> dict[str, obje
 def run_batch(llm, batch: dict, media_id: int | None) -> dict[str, object]:  # type: ignore[no-untyped-def]
     from vllm import SamplingParams
 
-    sp = SamplingParams(temperature=0.0, max_tokens=batch["max_tokens"], ignore_eos=False)
+    sp = SamplingParams(
+        temperature=0.0, max_tokens=batch["max_tokens"], ignore_eos=bool(batch.get("ignore_eos"))
+    )
     before = counters(llm)
     t0 = time.perf_counter()
     if batch["kind"] == "text":
