@@ -3,6 +3,7 @@
     nox -s build_wheel            apply the series, build + audit wheels into dist/
     nox -s tests                  unit and integration tests (CPU)
     nox -s rebase_upstream        move the pin to a new upstream release (see README)
+    nox -s gpu_tests              EAGLE-3 engine tests on a CUDA host (one skip line elsewhere)
     nox -s contract               EAGLE-3 contract table (CPU venv with the wheel)
     nox -s bench                  build timings vs vLLM's own build (build/bench.json)
     nox -s lint                   ruff + series lint
@@ -11,7 +12,13 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import nox
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "scripts"))
+from vpq import gpu  # noqa: E402  (standard library only: usable before any install)
 
 nox.options.sessions = ["build_wheel"]
 nox.options.reuse_venv = "yes"
@@ -77,3 +84,21 @@ def tests(session: nox.Session) -> None:
     """Unit tests, then integration tests on the real pinned upstream."""
     session.install(TOOL, "pytest>=8")
     session.run("python", "-m", "pytest", *(session.posargs or ["tests"]))
+
+
+@nox.session(venv_backend="none")
+def gpu_tests(session: nox.Session) -> None:
+    """tests/gpu on the built wheel, installed with its dependencies into a fresh
+    venv. Without a CUDA device: one line saying so, exit 0, nothing installed.
+    `-- --model DIR --drafter DIR --tensor-parallel-size N` for real checkpoints."""
+    reason = gpu.no_cuda_reason()
+    if reason:
+        session.skip(reason)
+    session.notify("gpu_tests_run", session.posargs)
+
+
+@nox.session
+def gpu_tests_run(session: nox.Session) -> None:
+    """The work of gpu_tests once a CUDA device is there (see scripts/vpq/gpu.py)."""
+    session.install(TOOL)
+    session.run("python", "-m", "vpq.gpu", *session.posargs)

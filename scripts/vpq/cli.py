@@ -144,6 +144,14 @@ def cmd_fetch(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fixture(ns: argparse.Namespace) -> int:
+    from vpq import fixture
+
+    for path in fixture.write_fixture(Path(ns.dest).resolve()):
+        print(path)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="vpq", description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--root", default=".", help="repository root (default: .)")
@@ -187,6 +195,9 @@ def parser() -> argparse.ArgumentParser:
     f = sub.add_parser("fetch", help="download the pinned files into the cache")
     f.add_argument("--platform", default="all")
     f.set_defaults(func=cmd_fetch)
+    x = sub.add_parser("fixture", help="write the tiny Kimi-K2.5 target and EAGLE-3 drafter (no weights) into DEST")
+    x.add_argument("dest")
+    x.set_defaults(func=cmd_fixture)
     return ap
 
 
