@@ -45,7 +45,7 @@ class NativeBuildError(VpqError):
 def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
     proc = subprocess.run(cmd, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True)
     if proc.returncode != 0:
-        tail = (proc.stdout[-3000:] + "\n" + proc.stderr[-3000:]).strip()
+        tail = (proc.stdout[-2000:] + "\n" + proc.stderr[-2000:]).strip().replace("\n", " | ")
         raise NativeBuildError(f"{' '.join(cmd[:4])} ... failed in {cwd}: {tail}")
 
 
@@ -73,16 +73,31 @@ def build(
     """
     up_version = upstream_wheel.name.split("-")[1]
     version = wheel.local_version(up_version, label)
-    tag_part = upstream_wheel.name[:-4].split("-", 2)[2]  # cp38-abi3-manylinux_2_31_x86_64
-    py_tag, abi_tag, plat_tag = tag_part.split("-")
     env = {"VLLM_VERSION_OVERRIDE": version}
     if precompiled:
         env |= {"VLLM_USE_PRECOMPILED": "1", "VLLM_PRECOMPILED_WHEEL_LOCATION": str(upstream_wheel)}
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".native-") as tmp:
+        raw_dir = Path(tmp) / "raw"
+        _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(raw_dir), str(tree_dir)], tree_dir, env)
+        (raw,) = raw_dir.glob("*.whl")
+        return finish(raw, upstream_wheel, version, manifest, out_dir)
+
+
+def finish(
+    raw: Path, upstream_wheel: Path, version: str, manifest: dict[str, object], out_dir: Path
+) -> wheel.BuiltWheel:
+    """Turn the wheel ``python -m build`` made into ours, with the ``wheel``
+    tool: add the manifest and upstream's ``_version.py`` (with ``version``),
+    repack (RECORD rewritten), retag to the upstream wheel's tags.
+
+    Raises:
+        NativeBuildError: a ``wheel`` command failed.
+    """
+    tag_part = upstream_wheel.name[:-4].split("-", 2)[2]  # cp38-abi3-manylinux_2_31_x86_64
+    py_tag, abi_tag, plat_tag = tag_part.split("-")
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".finish-") as tmp:
         t = Path(tmp)
-        _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(t / "raw"), str(tree_dir)], tree_dir, env)
-        (raw,) = (t / "raw").glob("*.whl")
         _run([sys.executable, "-m", "wheel", "unpack", "--dest", str(t / "unpacked"), str(raw)], t)
         (unpacked,) = (t / "unpacked").iterdir()
         (dist_info,) = unpacked.glob("*.dist-info")
@@ -94,6 +109,7 @@ def build(
             (unpacked / VERSION_FILE).write_text(
                 wheel.rewrite_version_py(up.read(VERSION_FILE).decode(), version)
             )
+        (t / "packed").mkdir()
         _run([sys.executable, "-m", "wheel", "pack", "--dest-dir", str(t / "packed"), str(unpacked)], t)
         (packed,) = (t / "packed").glob("*.whl")
         _run(
