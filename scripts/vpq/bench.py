@@ -19,7 +19,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from vpq import build, lock
+from vpq import build, fetch, lock, queue, tree
 from vpq.files import write_atomic
 
 
@@ -32,12 +32,13 @@ class Case:
     ratio: float | None = None
 
 
-def measure(name: str, args: list[str], root: Path) -> Case:
-    """Run ``python -m vpq --root ROOT ARGS`` and measure it."""
+def measure(name: str, args: list[str], root: Path, *, cmd: list[str] | None = None,
+            env: dict[str, str] | None = None) -> Case:
+    """Run ``python -m vpq --root ROOT ARGS`` (or ``cmd``) and measure it."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vpq", "--root", str(root), *args],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        cmd or [sys.executable, "-m", "vpq", "--root", str(root), *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **(env or {})},
     )
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - t0
@@ -45,6 +46,27 @@ def measure(name: str, args: list[str], root: Path) -> Case:
     if not ok and proc.stderr:
         sys.stderr.write(f"{name}: {proc.stderr.read().decode()[-2000:]}\n")
     return Case(name, round(seconds, 2), round(usage.ru_maxrss / 1024, 1), ok)
+
+
+BASELINE = "vLLM's own build"
+
+
+def _vllm_own_build(root: Path, pin: lock.Lock, plat: str, out: Path) -> Case:
+    """The baseline: exactly vLLM's documented Python-only build of the
+    patched tree (``VLLM_USE_PRECOMPILED=1 python -m build --wheel``), with
+    none of our steps."""
+    prep = build.prepare(root)
+    src = root / "build" / "bench-src"
+    tree.export_tree(prep.repo, queue.PATCHED_BRANCH, src)
+    up = fetch.fetch(pin.name, pin.wheel(plat).filename, pin.wheel(plat).sha256)
+    try:
+        return measure(
+            f"{BASELINE} (VLLM_USE_PRECOMPILED=1 python -m build) {plat}", [], root,
+            cmd=[sys.executable, "-m", "build", "--wheel", "--outdir", str(out / "vllm"), str(src)],
+            env={"VLLM_USE_PRECOMPILED": "1", "VLLM_PRECOMPILED_WHEEL_LOCATION": str(up)},
+        )
+    finally:
+        shutil.rmtree(src, ignore_errors=True)
 
 
 def run(root: Path, *, with_native: bool = True, rebase_target: str | None = "0.18.1") -> list[Case]:
@@ -62,13 +84,14 @@ def run(root: Path, *, with_native: bool = True, rebase_target: str | None = "0.
         cases.append(measure("build_wheel warm all platforms", ["build", "--platform", "all", *nc, "--out", str(out / "a")], root))
         if with_native:
             host = build.host_platform()
-            cases.append(measure(f"vLLM's own build (--backend setuptools) {host}",
+            cases.append(_vllm_own_build(root, pin, host, out))
+            cases.append(measure(f"build_wheel --backend setuptools {host}",
                                  ["build", "--platform", host, "--backend", "setuptools", *nc, "--out", str(out / "n")], root))
         if rebase_target:
             cases.append(measure(f"rebase_upstream --check {rebase_target}", ["rebase", "--check", rebase_target], root))
     finally:
         shutil.rmtree(out, ignore_errors=True)
-    base = next((c for c in cases if c.name.startswith("vLLM's own build") and c.ok), None)
+    base = next((c for c in cases if c.name.startswith(BASELINE) and c.ok), None)
     for c in cases:
         c.ratio = round(c.seconds / base.seconds, 3) if base else None
     write_atomic(root / "build" / "bench.json", (json.dumps([asdict(c) for c in cases], indent=2) + "\n").encode())
