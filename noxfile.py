@@ -26,49 +26,49 @@ nox.options.reuse_venv = "yes"
 TOOL = "."
 
 
+def _vpq(session: nox.Session, command: str) -> None:
+    """Install the tool and run ``python -m vpq COMMAND <posargs>``."""
+    session.install(TOOL)
+    session.run("python", "-m", "vpq", command, *session.posargs)
+
+
 @nox.session
 def build_wheel(session: nox.Session) -> None:
     """Build one audited wheel per pinned platform into dist/. Args go to `vpq build`."""
-    session.install(TOOL)
-    session.run("python", "-m", "vpq", "build", *session.posargs)
+    _vpq(session, "build")
 
 
 @nox.session
 def apply(session: nox.Session) -> None:
     """Apply the series in build/work on branch `patched`, to add or edit patches."""
-    session.install(TOOL)
-    session.run("python", "-m", "vpq", "apply", *session.posargs)
+    _vpq(session, "apply")
 
 
 @nox.session
 def export(session: nox.Session) -> None:
     """Write build/work's patch commits back to patches/ and series."""
-    session.install(TOOL)
-    session.run("python", "-m", "vpq", "export", *session.posargs)
+    _vpq(session, "export")
 
 
 @nox.session
 def rebase_upstream(session: nox.Session) -> None:
     """Move the pin: `-- 0.18.1`, `-- --latest`, `-- --continue`, `-- --abort`,
     `-- --check [VERSION ...]` (report only)."""
-    session.install(TOOL)
-    session.run("python", "-m", "vpq", "rebase", *session.posargs)
+    _vpq(session, "rebase")
 
 
 @nox.session
 def contract(session: nox.Session) -> None:
     """Discover what vLLM's EAGLE-3 path uses on the target model and check the
     claimed architectures provide it. `-- --upstream` checks unpatched upstream."""
-    session.install(TOOL)
-    session.run("python", "-m", "vpq", "contract", *session.posargs)
+    _vpq(session, "contract")
 
 
 @nox.session
 def bench(session: nox.Session) -> None:
     """Cold/warm build_wheel per platform, vLLM's own build, one rebase --check
     step: wall time, peak RSS, ratio to vLLM's build. Writes build/bench.json."""
-    session.install(TOOL)
-    session.run("python", "-m", "vpq", "bench", *session.posargs)
+    _vpq(session, "bench")
 
 
 @nox.session

@@ -45,16 +45,6 @@ import torch
 from PIL import Image
 from transformers.image_processing_utils import BaseImageProcessor, BatchFeature
 
-DEFAULT_MEDIA_PROC_CFG: dict[str, Any] = {
-    "patch_size": 14,
-    "merge_kernel_size": 2,
-    "in_patch_limit": 256,
-    "patch_limit_on_one_side": 16,
-    "temporal_merge_kernel_size": 4,
-    "image_mean": [0.5, 0.5, 0.5],
-    "image_std": [0.5, 0.5, 0.5],
-}
-
 
 class KimiK25TinyImageProcessor(BaseImageProcessor):
     """Image processor with the interface vLLM's Kimi-K2.5 support calls."""
@@ -63,7 +53,11 @@ class KimiK25TinyImageProcessor(BaseImageProcessor):
 
     def __init__(self, media_proc_cfg: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.media_proc_cfg = {**DEFAULT_MEDIA_PROC_CFG, **(media_proc_cfg or {})}
+        if not media_proc_cfg:
+            raise ValueError(
+                "media_proc_cfg is required; vpq.fixture writes it to preprocessor_config.json"
+            )
+        self.media_proc_cfg = dict(media_proc_cfg)
         self.num_frames_per_chunk = int(self.media_proc_cfg["temporal_merge_kernel_size"])
 
     def _frames(self, chunk: dict[str, Any]) -> list[Image.Image]:
