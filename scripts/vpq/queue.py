@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vpq import git as g
+from vpq import tree
 from vpq.errors import VpqError
-from vpq.series import PATCHES_DIR, Patch
+from vpq.series import Patch
 
 PATCHED_BRANCH = "patched"
 REBASE_HINT = "If upstream moved, run `nox -s rebase_upstream` to refresh the series."
@@ -98,9 +99,7 @@ def apply_series(repo: Path, upstream_ref: str, patches: list[Patch]) -> list[Ap
         ApplyError: a patch does not apply with zero fuzz and offset; the
             message names the patch file, the file and the hunk.
     """
-    g.git(["am", "--abort"], repo, check=False)
-    g.git(["checkout", "-q", "-f", "-B", PATCHED_BRANCH, upstream_ref], repo)
-    g.git(["clean", "-q", "-fdx"], repo)
+    tree.checkout(repo, upstream_ref, PATCHED_BRANCH)
     applied: list[Applied] = []
     for patch in patches:
         check_exact(repo, patch)
@@ -183,7 +182,3 @@ def export(repo: Path, base: str, old: list[Patch], head: str = "HEAD") -> list[
         name = prev.name if prev else slug(subject_of(repo, commit))
         result.append((name, data))
     return result
-
-
-def patch_file(root: Path, name: str) -> Path:
-    return root / PATCHES_DIR / name

@@ -408,12 +408,11 @@ def resume(root: Path) -> Report:
 
 def abort(root: Path) -> None:
     """``--abort``: drop the rebase; the repository's inputs were never touched."""
-    state = _load(root)
+    _load(root)  # raises when no rebase is in progress
     repo = root / build.WORK_DIR
     g.git(["cherry-pick", "--abort"], repo, check=False)
     g.git(["checkout", "-q", "-f", queue.PATCHED_BRANCH], repo, check=False)
     _state_path(root).unlink()
-    del state
 
 
 def _finish(root: Path, state: State, outcomes: list[Outcome]) -> Report:
