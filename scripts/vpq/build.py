@@ -248,22 +248,32 @@ def host_platform() -> str:
     return {"arm64": "aarch64"}.get(host.machine(), host.machine())
 
 
-def contract_table(prep: Prepared, wheel_path: Path, *, upstream: bool = False) -> contract.Table:
-    """Discover the contract in the patched (or, with ``upstream``, the
-    unpatched) tree and check it in a CPU venv with ``wheel_path`` installed.
+def contract_table(
+    root: Path, repo: Path, ref: str, common_ref: str, wheel_path: Path | None = None
+) -> contract.Table:
+    """Discover the contract in the tree at ``ref`` of the work repository and
+    check it in a CPU venv made from ``common_ref``'s
+    ``requirements/common.txt``: with ``wheel_path`` installed there (the
+    shipped artifact), or else importing vLLM from an export of ``ref``
+    (source mode: what the rebase uses, no wheel needed).
 
     Raises:
         ContractError, VenvError.
     """
-    ref = prep.upstream_ref if upstream else queue.PATCHED_BRANCH
 
     def read(path: str) -> str:
-        return g.git(["show", f"{ref}:{path}"], prep.repo).stdout.decode()
+        return g.git(["show", f"{ref}:{path}"], repo).stdout.decode()
 
-    common = g.git(["show", f"{prep.upstream_ref}:requirements/common.txt"], prep.repo).stdout
-    deps = venv.deps_env(prep.root, common)
-    python = venv.cached_wheel_env(prep.root, deps, wheel_path)
-    return contract.check(python, contract.discover(read), modules=contract.model_modules(read(contract.REGISTRY)))
+    items = contract.discover(read)
+    modules = contract.model_modules(read(contract.REGISTRY))
+    deps = venv.deps_env(root, g.git(["show", f"{common_ref}:requirements/common.txt"], repo).stdout)
+    if wheel_path is not None:
+        return contract.check(venv.cached_wheel_env(root, deps, wheel_path), items, modules=modules)
+    (root / "build").mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root / "build", prefix=".contract-") as tmp:
+        src = Path(tmp) / "src"
+        tree.export_tree(repo, ref, src)
+        return contract.check(deps / "bin" / "python", items, sys_path=src, modules=modules)
 
 
 def contract_for_root(root: Path, *, upstream: bool = False, wheel_path: Path | None = None) -> contract.Table:
@@ -276,4 +286,5 @@ def contract_for_root(root: Path, *, upstream: bool = False, wheel_path: Path | 
     elif wheel_path is None:
         (res,) = build_wheels(root, platform=plat, out_dir=root / "build" / "wheels")
         wheel_path = res.wheel.path
-    return contract_table(prep, wheel_path, upstream=upstream)
+    ref = prep.upstream_ref if upstream else queue.PATCHED_BRANCH
+    return contract_table(root, prep.repo, ref, prep.upstream_ref, wheel_path)

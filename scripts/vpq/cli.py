@@ -40,7 +40,7 @@ def cmd_build(ns: argparse.Namespace) -> int:
     if ns.no_contract or not mine:
         print("contract check skipped" + ("" if mine else " (no wheel for this host's platform)"))
         return 0
-    return _report_contract(build.contract_table(prep, mine[0].wheel.path), "the patched wheel")
+    return _report_contract(build.contract_table(root, prep.repo, queue.PATCHED_BRANCH, prep.upstream_ref, mine[0].wheel.path), "the patched wheel")
 
 
 def _report_contract(table: contract.Table, what: str) -> int:

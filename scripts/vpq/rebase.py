@@ -41,7 +41,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from vpq import build, contract, fetch, lock, queue, series, tree, venv
+from vpq import build, contract, fetch, lock, queue, series, tree
 from vpq import git as g
 from vpq.errors import VpqError
 from vpq.files import write_atomic
@@ -212,26 +212,6 @@ def _missing_files(repo: Path, ref: str, patches: list[series.Patch]) -> list[tu
     ]
 
 
-def _tree_table(root: Path, repo: Path, ref: str, common_ref: str) -> contract.Table:
-    """The contract on the tree at ``ref``, imported from source on the deps
-    venv made from ``common_ref``'s requirements (no wheel needed)."""
-
-    def read(path: str) -> str:
-        return g.git(["show", f"{ref}:{path}"], repo).stdout.decode()
-
-    common = g.git(["show", f"{common_ref}:requirements/common.txt"], repo).stdout
-    deps = venv.deps_env(root, common)
-    with tempfile.TemporaryDirectory(dir=root / "build", prefix=".contract-") as tmp:
-        src = Path(tmp) / "src"
-        tree.export_tree(repo, ref, src)
-        return contract.check(
-            deps / "bin" / "python",
-            contract.discover(read),
-            sys_path=src,
-            modules=contract.model_modules(read(contract.REGISTRY)),
-        )
-
-
 def _reverse_applies(repo: Path, ref: str, patch_path: Path) -> bool:
     with tempfile.TemporaryDirectory() as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
@@ -341,7 +321,7 @@ def _begin(root: Path, version: str, source: str) -> State:
             f"vllm {new.version} has no {names}: the series cannot be moved there. "
             "patches/, series and upstream.lock are unchanged."
         )
-    table = _tree_table(root, repo, new_ref, prep.upstream_ref)
+    table = build.contract_table(root, repo, new_ref, prep.upstream_ref)
     commits = queue.commits_since(repo, prep.upstream_ref, queue.PATCHED_BRANCH)
     state = State(
         old_lock=lock.dumps(old),
@@ -420,7 +400,7 @@ def _finish(root: Path, state: State, outcomes: list[Outcome]) -> Report:
     old = lock.parse(state.old_lock, Path("old"))
     new = lock.parse(state.new_lock, Path("new"))
     # The contract must hold on the rebased tree before anything is written.
-    table = _tree_table(root, repo, REBASE_BRANCH, state.common_txt_ref)
+    table = build.contract_table(root, repo, REBASE_BRANCH, state.common_txt_ref)
     if table.gaps:
         gaps = "; ".join(f"{item} is {v} on {arch}" for item, arch, v in table.gaps)
         raise RebaseError(
