@@ -80,6 +80,7 @@ def prepare(root: Path, source: str = "sdist", work: Path | None = None) -> Prep
     """Import the pinned upstream and apply the series in the work tree.
 
     Raises:
+        BuildError: the work tree holds changes not yet exported.
         LockError, SeriesError, FetchError, TreeError, ApplyError.
     """
     if source not in tree.SOURCES:
@@ -92,6 +93,13 @@ def prepare(root: Path, source: str = "sdist", work: Path | None = None) -> Prep
     else:
         tree.import_git(repo, pin.repository, pin.tag, pin.version, pin.commit)
     ref = tree.upstream_tag(pin.version)
+    lost = queue.unexported_work(repo) if repo.exists() else None
+    if lost:
+        raise BuildError(
+            f"{repo} has {lost}; applying the series again would discard them. Run "
+            "`nox -s export` to write them to patches/ (or commit them first), or "
+            f"delete {repo} to drop them."
+        )
     queue.apply_series(repo, ref, patches)
     changed = queue.changed_files(repo, ref, queue.PATCHED_BRANCH)
     return Prepared(root, pin, patches, repo, ref, changed)
@@ -233,10 +241,11 @@ def build_wheels(
             dest = out_dir / r.wheel.path.name
             r.wheel.path.replace(dest)
             final.append(Result(wheel.BuiltWheel(dest, r.wheel.sha256, r.wheel.version), r.report, r.platform))
-        # Only now drop wheels of earlier builds, so dist/ holds this series.
-        keep = {r.wheel.path.name for r in final}
+        # Only now drop wheels of other versions (earlier series or pins), so
+        # dist/ holds this series; other platforms' wheels of it stay.
+        this = f"{prep.lock.name}-{final[0].wheel.version}-"
         for stale in out_dir.glob(f"{prep.lock.name}-*.whl"):
-            if stale.name not in keep:
+            if not stale.name.startswith(this):
                 stale.unlink()
         return final
     finally:

@@ -79,6 +79,7 @@ def cmd_export(ns: argparse.Namespace) -> int:
     repo = root / build.WORK_DIR
     entries = queue.export(repo, f"upstream/{pin.version}", old)
     changed = series.write(root, entries)
+    queue.record_tool_head(repo)  # build/work's work is in patches/ now
     for name in changed:
         print(f"wrote patches/{name}")
     print(f"series: {len(entries)} patches, {len(changed)} rewritten")

@@ -100,6 +100,13 @@ def apply_series(repo: Path, upstream_ref: str, patches: list[Patch]) -> list[Ap
             message names the patch file, the file and the hunk.
     """
     tree.checkout(repo, upstream_ref, PATCHED_BRANCH)
+    try:
+        return _apply_all(repo, patches)
+    finally:
+        record_tool_head(repo)
+
+
+def _apply_all(repo: Path, patches: list[Patch]) -> list[Applied]:
     applied: list[Applied] = []
     for patch in patches:
         check_exact(repo, patch)
@@ -129,6 +136,33 @@ def apply_series(repo: Path, upstream_ref: str, patches: list[Patch]) -> list[Ap
 
 
 _INDEX_LINE = re.compile(rb"^index [0-9a-f]+\.\.[0-9a-f]+(?: [0-7]+)?\n", re.MULTILINE)
+
+
+_RECORD = "vpq-last-head"
+
+
+def record_tool_head(repo: Path) -> None:
+    """Remember the commit the tool itself left branch ``patched`` at."""
+    (repo / ".git" / _RECORD).write_text(g.out(["rev-parse", "HEAD"], repo) + "\n")
+
+
+def unexported_work(repo: Path) -> str | None:
+    """Why re-applying the series in ``repo`` would lose someone's work, or
+    None: uncommitted changes to tracked files, or commits on ``patched``
+    since the tool last left it there (work not yet written back with
+    ``nox -s export``)."""
+    record = repo / ".git" / _RECORD
+    if not record.exists() or not g.ref_exists(repo, PATCHED_BRANCH):
+        return None
+    if g.out(["rev-parse", "--abbrev-ref", "HEAD"], repo) != PATCHED_BRANCH:
+        return None
+    dirty = g.out(["diff", "--name-only", "HEAD"], repo).split()
+    if dirty:
+        return f"uncommitted changes to {', '.join(dirty[:5])}"
+    tip = g.out(["rev-parse", PATCHED_BRANCH], repo)
+    if tip != record.read_text().strip():
+        return f"commits on branch {PATCHED_BRANCH} that are not in patches/ (tip {tip[:12]})"
+    return None
 
 
 def format_patch(repo: Path, commit: str) -> bytes:

@@ -418,6 +418,7 @@ def _finish(root: Path, state: State, outcomes: list[Outcome]) -> Report:
     )
     _state_path(root).unlink(missing_ok=True)
     g.git(["checkout", "-q", "-f", "-B", queue.PATCHED_BRANCH, REBASE_BRANCH], repo)
+    queue.record_tool_head(repo)
     return report
 
 

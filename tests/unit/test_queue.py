@@ -103,3 +103,28 @@ def test_git_source_refuses_a_tag_at_another_commit(one_patch: Upstream, tmp_pat
     g.git(["push", "-q", str(remote), "v1.0"], one_patch.work)
     with pytest.raises(build.tree.TreeError, match="upstream.lock pins abc1234"):
         build.prepare(one_patch.root, source="git")
+
+
+def test_applying_again_refuses_to_discard_unexported_commits(one_patch: Upstream) -> None:
+    prep = build.prepare(one_patch.root)
+    (prep.repo / "vllm/mod.py").write_text("edited\n")
+    with pytest.raises(build.BuildError, match=r"uncommitted changes to vllm/mod.py.*nox -s export"):
+        build.prepare(one_patch.root)
+    g.git(["commit", "-qam", "mod: more work\n\nThe test adds work in build/work.\nIt must not be lost.\n\n"
+           "Upstream-Status: Pending\nForwarded: no"], prep.repo)
+    with pytest.raises(build.BuildError, match=r"commits on branch patched that are not in patches/"):
+        build.prepare(one_patch.root)
+    # Exporting keeps the work; then applying again is fine.
+    series.write(one_patch.root, queue.export(prep.repo, prep.upstream_ref, prep.patches))
+    queue.record_tool_head(prep.repo)  # what `vpq export` does after writing
+    assert len(build.prepare(one_patch.root).patches) == 2
+
+
+def test_a_failed_apply_does_not_block_the_next_one(one_patch: Upstream) -> None:
+    p = one_patch.root / "patches/mod/change-f10.patch"
+    good = p.read_bytes()
+    p.write_bytes(good.replace(b"-    return 10\n", b"-    return 99\n"))
+    with pytest.raises(queue.ApplyError):
+        build.prepare(one_patch.root)
+    p.write_bytes(good)
+    assert build.prepare(one_patch.root).changed == {"vllm/mod.py": "M"}

@@ -115,3 +115,16 @@ def test_local_version_must_be_pep440() -> None:
     assert wheel.local_version("0.17.1", "eagle3.1a2b3c4d") == "0.17.1+eagle3.1a2b3c4d"
     with pytest.raises(wheel.WheelError, match="already has a local label"):
         wheel.local_version("0.17.1+cu12", "eagle3.1")
+
+
+def test_a_build_for_one_platform_keeps_the_other_platforms_wheel_of_the_same_series(
+    one_patch: Upstream, tmp_path: Path
+) -> None:
+    dist = one_patch.root / "dist"
+    dist.mkdir(exist_ok=True)
+    other = dist / f"vllm-1.0+{build.label_for(build.series.load(one_patch.root))}-cp38-abi3-manylinux_2_31_aarch64.whl"
+    other.write_bytes(b"same series, other platform")
+    stale = dist / "vllm-1.0+eagle3.00000000-cp38-abi3-manylinux_2_31_x86_64.whl"
+    stale.write_bytes(b"earlier series")
+    build.build_wheels(one_patch.root, platform="x86_64")
+    assert other.exists() and not stale.exists()
