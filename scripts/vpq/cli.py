@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from vpq import bench, build, contract, fetch, lock, queue, rebase, series
+from vpq import bench, build, contract, fetch, lock, queue, rebase, series, tree
 from vpq.errors import UsageError, VpqError
 
 
@@ -77,7 +77,7 @@ def cmd_export(ns: argparse.Namespace) -> int:
     pin = lock.load(root)
     old = series.load(root)
     repo = root / build.WORK_DIR
-    entries = queue.export(repo, f"upstream/{pin.version}", old)
+    entries = queue.export(repo, tree.upstream_tag(pin.version), old)
     changed = series.write(root, entries)
     queue.record_tool_head(repo)  # build/work's work is in patches/ now
     for name in changed:
