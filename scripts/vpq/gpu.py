@@ -82,28 +82,19 @@ def host_wheel(root: Path) -> Path:
 
 def serving_env(root: Path, wheel_path: Path) -> Path:
     """A venv with ``wheel_path`` and its dependencies (plus pytest). Returns its python."""
-    from filelock import FileLock
-
     from vpq.files import sha256_file
+    from vpq.venv import cached
 
-    dest = root / "build" / "envs" / f"gpu-{sha256_file(wheel_path)[:12]}"
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    py = dest / "bin" / "python"
-    with FileLock(str(dest) + ".lock"):
-        if (dest / ".complete").exists():
-            return py
-        if dest.exists():
-            shutil.rmtree(dest)
+    def make(dest: Path) -> None:
         _run([sys.executable, "-m", "venv", str(dest)])
-        _run([str(py), "-m", "pip", "install", str(wheel_path), PYTEST])
-        (dest / ".complete").write_text(wheel_path.name + "\n")
-    return py
+        _run([str(dest / "bin" / "python"), "-m", "pip", "install", str(wheel_path), PYTEST])
+
+    dest = cached(root / "build" / "envs" / f"gpu-{sha256_file(wheel_path)[:12]}", make)
+    return dest / "bin" / "python"
 
 
 def upstream_env(root: Path, serving_python: Path) -> Path:
     """A venv with the unpatched upstream wheel over the serving venv's packages."""
-    from filelock import FileLock
-
     from vpq import build, fetch, venv
 
     pin = build.load_inputs(root)[0]
@@ -111,12 +102,7 @@ def upstream_env(root: Path, serving_python: Path) -> Path:
     up = fetch.fetch(pin.name, w.filename, w.sha256)
     deps = serving_python.parent.parent
     dest = root / "build" / "envs" / f"{deps.name}-upstream-{w.sha256[:12]}"
-    with FileLock(str(dest) + ".lock"):
-        py = dest / "bin" / "python"
-        if not (dest / ".complete").exists():
-            venv.wheel_env(dest, deps, up)
-            (dest / ".complete").write_text(up.name + "\n")
-    return py
+    return venv.cached(dest, lambda d: venv.wheel_env(d, deps, up)) / "bin" / "python"
 
 
 def parser() -> argparse.ArgumentParser:

@@ -94,8 +94,7 @@ def finish(
     Raises:
         NativeBuildError: a ``wheel`` command failed.
     """
-    tag_part = upstream_wheel.name[:-4].split("-", 2)[2]  # cp38-abi3-manylinux_2_31_x86_64
-    py_tag, abi_tag, plat_tag = tag_part.split("-")
+    py_tag, abi_tag, plat_tag = wheel.wheel_tags(upstream_wheel.name).split("-")
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".finish-") as tmp:
         t = Path(tmp)

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from vpq import build, contract, fetch, lock, queue, series, tree
+from vpq import build, contract, fetch, lock, queue, series, tree, wheel
 from vpq import git as g
 from vpq.errors import VpqError
 from vpq.files import write_atomic
@@ -163,7 +163,7 @@ def target_lock(old: lock.Lock, version: str) -> tuple[lock.Lock, Path]:
         raise RebaseError(f"the package index has no {sdist_name}: is {old.name} {version} released?")
     wheels = {}
     for plat, art in old.wheels.items():
-        py_abi = "-".join(art.filename[:-4].split("-")[2:4])  # cp38-abi3
+        py_abi = wheel.wheel_tags(art.filename).rsplit("-", 1)[0]  # cp38-abi3
         cands = sorted(
             n for n in files
             if n.startswith(f"{old.name}-{version}-{py_abi}-") and n.endswith(f"_{plat}.whl")

@@ -16,6 +16,7 @@ import hashlib
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from filelock import FileLock
@@ -51,23 +52,33 @@ def envs_dir() -> Path:
     return path
 
 
+def cached(dest: Path, make: Callable[[Path], object]) -> Path:
+    """``dest``, made by ``make(dest)`` unless a complete one is there.
+
+    Guarded by a file lock; a ``.complete`` marker is written only after
+    ``make`` succeeds, so an interrupted one is removed and made again.
+    """
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(dest) + ".lock"):
+        if not (dest / ".complete").exists():
+            if dest.exists():
+                shutil.rmtree(dest)
+            make(dest)
+            (dest / ".complete").write_text("ok\n")
+    return dest
+
+
 def deps_env(root: Path, common_txt: bytes) -> Path:
     """The cached deps venv for ``common_txt``; made on first use."""
     key = hashlib.sha256(common_txt + TORCH_CPU.encode() + PYTEST.encode() + sys.version.encode()).hexdigest()[:12]
-    base = envs_dir()
-    venv = base / f"deps-{key}"
-    with FileLock(str(venv) + ".lock"):
-        if (venv / ".complete").exists():
-            return venv
-        if venv.exists():
-            shutil.rmtree(venv)
+    req = envs_dir() / f"common-{key}.txt"
+
+    def make(venv: Path) -> None:
         _run([sys.executable, "-m", "venv", str(venv)])
-        req = base / f"common-{key}.txt"
         req.write_bytes(common_txt)
-        py = str(venv / "bin" / "python")
-        _run([py, "-m", "pip", "install", "-q", TORCH_CPU, PYTEST, "-r", str(req)])
-        (venv / ".complete").write_text("ok\n")
-    return venv
+        _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", TORCH_CPU, PYTEST, "-r", str(req)])
+
+    return cached(envs_dir() / f"deps-{key}", make)
 
 
 def wheel_env(dest: Path, deps: Path, wheel: Path) -> Path:
@@ -89,14 +100,7 @@ def wheel_env(dest: Path, deps: Path, wheel: Path) -> Path:
 
 
 def cached_wheel_env(root: Path, deps: Path, wheel: Path) -> Path:
-    """``wheel_env`` under ``build/envs/wheel-<sha256[:12]>``, reused while
+    """``wheel_env`` under ``<cache>/envs/wheel-<sha256[:12]>``, reused while
     the same wheel bytes are installed there."""
-    key = sha256_file(wheel)[:12]
-    dest = envs_dir() / f"wheel-{key}"
-    with FileLock(str(dest) + ".lock"):
-        py = dest / "bin" / "python"
-        if (dest / ".complete").exists():
-            return py
-        wheel_env(dest, deps, wheel)
-        (dest / ".complete").write_text(wheel.name + "\n")
-        return py
+    dest = cached(envs_dir() / f"wheel-{sha256_file(wheel)[:12]}", lambda d: wheel_env(d, deps, wheel))
+    return dest / "bin" / "python"

@@ -172,7 +172,7 @@ def build(
     """
     name, up_version, _build, _tags = parse_wheel_filename(upstream_wheel.name)
     version = local_version(str(up_version), label)
-    tag_part = upstream_wheel.name[:-4].split("-", 2)[2]  # e.g. cp38-abi3-manylinux_2_31_x86_64
+    tag_part = wheel_tags(upstream_wheel.name)
     dist = str(name).replace("-", "_")
     out_name = f"{dist}-{version}-{tag_part}.whl"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -270,6 +270,12 @@ def build(
             tmp.unlink(missing_ok=True)
             raise
     return BuiltWheel(path=final, sha256=digest, version=version)
+
+
+def wheel_tags(filename: str) -> str:
+    """The compressed tag set of a wheel file name (no build tag), e.g.
+    ``cp38-abi3-manylinux_2_31_x86_64``."""
+    return filename[:-len(".whl")].split("-", 2)[2]
 
 
 def tag_part_to_tags(tag_part: str) -> list[str]:
