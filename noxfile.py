@@ -13,22 +13,39 @@
 from __future__ import annotations
 
 import sys
+import tomllib
 from pathlib import Path
 
 import nox
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "scripts"))
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT / "scripts"))
 from vpq import gpu  # noqa: E402  (standard library only: usable before any install)
 
 nox.options.sessions = ["build_wheel"]
 nox.options.reuse_venv = "yes"
 
-TOOL = "."
+#: The tool's own dependencies, from pyproject.toml. The tool itself runs
+#: from scripts/ (PYTHONPATH) and is never built or installed here: a
+#: setuptools build would write build/lib and build/bdist.* into the
+#: checkout's build/, racing a second session and the work tree there.
+DEPS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+
+
+def _install(session: nox.Session, *extra: str) -> None:
+    """Install the tool's dependencies (and ``extra``) unless this venv already
+    has exactly these, and put scripts/ on PYTHONPATH."""
+    wanted = "\n".join([*DEPS, *extra]) + "\n"
+    stamp = Path(session.virtualenv.location) / ".vpq-requirements"
+    if not stamp.is_file() or stamp.read_text() != wanted:
+        session.install(*DEPS, *extra)
+        stamp.write_text(wanted)
+    session.env["PYTHONPATH"] = str(ROOT / "scripts")
 
 
 def _vpq(session: nox.Session, command: str) -> None:
-    """Install the tool and run ``python -m vpq COMMAND <posargs>``."""
-    session.install(TOOL)
+    """Run ``python -m vpq COMMAND <posargs>`` with the tool's dependencies."""
+    _install(session)
     session.run("python", "-m", "vpq", command, *session.posargs)
 
 
@@ -74,7 +91,7 @@ def bench(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff over the tool and tests, and the series lint."""
-    session.install(TOOL, "ruff")
+    _install(session, "ruff")
     session.run("ruff", "check", "scripts", "tests", "noxfile.py")
     session.run("python", "-m", "vpq", "lint")
 
@@ -82,7 +99,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Unit tests, then integration tests on the real pinned upstream."""
-    session.install(TOOL, "pytest>=8")
+    _install(session, "pytest>=8")
     session.run("python", "-m", "pytest", *(session.posargs or ["tests"]))
 
 
@@ -100,5 +117,5 @@ def gpu_tests(session: nox.Session) -> None:
 @nox.session
 def gpu_tests_run(session: nox.Session) -> None:
     """The work of gpu_tests once a CUDA device is there (see scripts/vpq/gpu.py)."""
-    session.install(TOOL)
+    _install(session)
     session.run("python", "-m", "vpq.gpu", *session.posargs)

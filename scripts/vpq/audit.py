@@ -3,7 +3,8 @@
 The rule (CONVENTIONS.md): the members that differ from the upstream wheel
 are exactly the files the series changes, plus ``vllm/_version.py`` and the
 dist-info; each changed member holds exactly the patched tree's bytes; the
-tags are upstream's; RECORD matches the content of every rewritten member.
+tags are upstream's, and ``WHEEL`` (parsed the standard way) names the
+same tags and build tag as the file name; RECORD matches the content of every rewritten member.
 
 Members are compared by CRC-32 and size from the central directories, so
 the audit reads only the few members that differ. This module knows
@@ -22,6 +23,7 @@ from packaging.utils import parse_wheel_filename
 
 from vpq.errors import VpqError
 from vpq.files import record_hash
+from vpq.wheel import read_wheel_file
 
 VERSION_FILE = "vllm/_version.py"
 
@@ -83,6 +85,7 @@ def audit(built: Path, upstream: Path, expected: dict[str, bytes | None]) -> Aud
             problems.append(f"expected one dist-info directory, found {sorted(dist_infos)}")
         else:
             di = dist_infos.pop()
+            problems += _wheel_file_problems(built.name, zb.read(f"{di}/WHEEL"))
             rows = {
                 r[0]: r
                 for r in csv.reader(io.StringIO(zb.read(f"{di}/RECORD").decode()))
@@ -104,6 +107,20 @@ def audit(built: Path, upstream: Path, expected: dict[str, bytes | None]) -> Aud
             f"audit of {built.name} against {upstream.name} failed: " + "; ".join(problems)
         )
     return AuditReport(wheel=built, differing=tuple(sorted(differing)), members=len(b))
+
+
+def _wheel_file_problems(filename: str, wheel_file: bytes) -> list[str]:
+    """Where ``WHEEL``, parsed as an email header block (PEP 427), disagrees
+    with the file name on the tags or the build tag."""
+    tags, build_tag = read_wheel_file(wheel_file)
+    _, _, name_build, name_tags = parse_wheel_filename(filename)
+    problems = []
+    if sorted(tags) != sorted(map(str, name_tags)):
+        problems.append(f"WHEEL's Tag: headers {tags} are not the file name's tags {sorted(map(str, name_tags))}")
+    want_build = "".join(map(str, name_build)) if name_build else None
+    if build_tag != want_build:
+        problems.append(f"WHEEL's Build: header is {build_tag!r}, the file name's build tag {want_build!r}")
+    return problems
 
 
 def compare_backends(a: Path, b: Path) -> int:

@@ -21,6 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
 from vpq import contract, fetch, lock, native, queue, series, tree, venv, wheel
 from vpq import git as g
 from vpq.audit import AuditReport, audit, compare_backends
@@ -33,6 +35,7 @@ CLAIMED_ARCHITECTURES = tuple(contract.CLAIMED)
 LABEL_PREFIX = "eagle3"
 BACKENDS = ("overlay", "setuptools")
 WORK_DIR = Path("build") / "work"
+STAGING_PREFIX = ".staging-"
 
 
 class BuildError(VpqError):
@@ -215,7 +218,8 @@ def build_wheels(
         for p in plats
     }
     out_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out_dir))
+    remove_stale_staging(out_dir)
+    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out_dir))
     try:
 
         def one(plat: str) -> Result:
@@ -241,15 +245,33 @@ def build_wheels(
             dest = out_dir / r.wheel.path.name
             r.wheel.path.replace(dest)
             final.append(Result(wheel.BuiltWheel(dest, r.wheel.sha256, r.wheel.version), r.report, r.platform))
-        # Only now drop wheels of other versions (earlier series or pins), so
-        # dist/ holds this series; other platforms' wheels of it stay.
-        this = f"{prep.lock.name}-{final[0].wheel.version}-"
-        for stale in out_dir.glob(f"{prep.lock.name}-*.whl"):
-            if not stale.name.startswith(this):
-                stale.unlink()
+        drop_other_builds(out_dir, final[0].wheel.path.name)
         return final
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def remove_stale_staging(out_dir: Path) -> None:
+    """Remove ``.staging-*`` directories an interrupted build (SIGKILL, power
+    loss) left in ``out_dir``. Callers hold the work-tree lock
+    (``vpq.worklock``), so no other build is using them."""
+    for stale in out_dir.glob(STAGING_PREFIX + "*"):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def drop_other_builds(out_dir: Path, built_name: str) -> None:
+    """Remove wheels of the same project in ``out_dir`` whose version or
+    build tag differ from ``built_name``'s (earlier series, pins or builder
+    formats), so ``dist/`` holds one build; other platforms' wheels of this
+    build stay."""
+    name, version, build_tag, _ = parse_wheel_filename(built_name)
+    for other in out_dir.glob("*.whl"):
+        try:
+            o_name, o_version, o_build, _ = parse_wheel_filename(other.name)
+        except InvalidWheelFilename:
+            continue
+        if o_name == name and (o_version, o_build) != (version, build_tag):
+            other.unlink()
 
 
 def host_platform() -> str:

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from vpq import bench, build, contract, fetch, lock, queue, rebase, series, tree
+from vpq import bench, build, contract, fetch, lock, queue, rebase, series, tree, worklock
 from vpq.errors import UsageError, VpqError
 
 
@@ -157,7 +157,12 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="vpq", description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--root", default=".", help="repository root (default: .)")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("build", help="apply the series and build audited wheels into dist/")
+    locking = argparse.ArgumentParser(add_help=False)
+    locking.add_argument(
+        "--no-wait", action="store_true",
+        help="fail at once if another command holds this checkout's lock (default: wait)",
+    )
+    b = sub.add_parser("build", parents=[locking], help="apply the series and build audited wheels into dist/")
     b.add_argument("--platform", default="all", help="x86_64, aarch64 or all (default)")
     b.add_argument("--upstream-source", choices=["sdist", "git"], default="sdist")
     b.add_argument("--out", help="output directory (default: dist/)")
@@ -169,14 +174,14 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--no-contract", action="store_true",
                    help="skip the EAGLE-3 contract check after the build (it needs a CPU venv)")
     b.set_defaults(func=cmd_build)
-    a = sub.add_parser("apply", help="apply the series in build/work (to add or edit patches)")
+    a = sub.add_parser("apply", parents=[locking], help="apply the series in build/work (to add or edit patches)")
     a.add_argument("--upstream-source", choices=["sdist", "git"], default="sdist")
     a.set_defaults(func=cmd_apply)
-    e = sub.add_parser("export", help="write build/work's patch commits back to patches/ and series")
+    e = sub.add_parser("export", parents=[locking], help="write build/work's patch commits back to patches/ and series")
     e.add_argument("--check", action="store_true", help="fail if the export changed any file")
     e.set_defaults(func=cmd_export)
     sub.add_parser("lint", help="lint series and patches").set_defaults(func=cmd_lint)
-    r = sub.add_parser("rebase", help="move the pin to another upstream release (nox -s rebase_upstream)")
+    r = sub.add_parser("rebase", parents=[locking], help="move the pin to another upstream release (nox -s rebase_upstream)")
     r.add_argument("version", nargs="?", help="target upstream version, e.g. 0.18.1")
     r.add_argument("--latest", action="store_true", help="the newest release on the index")
     r.add_argument("--continue", dest="cont", action="store_true", help="go on after resolving a conflict")
@@ -190,7 +195,7 @@ def parser() -> argparse.ArgumentParser:
     bn.add_argument("--no-native", action="store_true", help="skip vLLM's own build (no ratios)")
     bn.add_argument("--rebase-target", default="0.18.1", help="release for the rebase --check step")
     bn.set_defaults(func=cmd_bench)
-    k = sub.add_parser("contract", help="discover the EAGLE-3 contract and check it on the claimed architectures")
+    k = sub.add_parser("contract", parents=[locking], help="discover the EAGLE-3 contract and check it on the claimed architectures")
     k.add_argument("--upstream", action="store_true", help="check unpatched upstream instead (shows the gaps the series fixes)")
     k.set_defaults(func=cmd_contract)
     f = sub.add_parser("fetch", help="download the pinned files into the cache")
@@ -202,11 +207,24 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+#: Commands that write build/work, dist/ or the inputs: they hold the
+#: work-tree lock (``vpq.worklock``) for their whole run.
+WRITERS = ("build", "apply", "export", "rebase", "contract")
+
+
+def _run(ns: argparse.Namespace) -> int:
+    if ns.cmd not in WRITERS:
+        return int(ns.func(ns))
+    with worklock.held(_root(ns), ns.cmd, wait=not ns.no_wait):
+        return int(ns.func(ns))
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; map a ``VpqError`` to its message and exit code."""
     ap = parser()
     ns = ap.parse_args(argv)
     try:
-        return int(ns.func(ns))
+        return _run(ns)
     except VpqError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

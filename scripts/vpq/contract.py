@@ -46,6 +46,8 @@ PROPOSER = "vllm/v1/spec_decode/eagle.py"
 SPECULATIVE = "vllm/config/speculative.py"
 REGISTRY = "vllm/model_executor/models/registry.py"
 PROBE = Path(__file__).with_name("contract_probe.py")
+#: Seconds the contract probe may take (it imports vLLM in a CPU venv).
+PROBE_TIMEOUT_S = 900
 
 #: The architectures the series claims, and the HF model_type whose config
 #: class each one reads (for ``target_model.config.<attr>`` items).
@@ -354,10 +356,16 @@ def check(
     )
     # -I -c: run the probe's text isolated, so the modules beside it in
     # scripts/vpq (queue, venv, wheel, ...) cannot shadow the stdlib or pip's.
-    proc = subprocess.run(
-        [str(python), "-I", "-c", PROBE.read_text()], input=payload, capture_output=True,
-        text=True, timeout=900, env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"},
-    )
+    try:
+        proc = subprocess.run(
+            [str(python), "-I", "-c", PROBE.read_text()], input=payload, capture_output=True,
+            text=True, timeout=PROBE_TIMEOUT_S, env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"},
+        )
+    except subprocess.TimeoutExpired:
+        raise ContractError(
+            f"contract probe under {python} did not finish in {PROBE_TIMEOUT_S} s "
+            "(importing vLLM hung?); run it again, or delete that venv to have it made anew"
+        ) from None
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("CONTRACT ")]
     if proc.returncode != 0 or not lines:
         raise ContractError(f"contract probe failed under {python}: {proc.stderr.strip()[-1500:]}")

@@ -72,10 +72,26 @@ def index_url() -> str:
         )
         url = proc.stdout.strip() if proc.returncode == 0 else ""
     if not url:
-        from pip._internal.models.index import PyPI  # pip's own default
-
-        url = PyPI.simple_url
+        url = _pip_default_index()
     return url.rstrip("/") + "/"
+
+
+def _pip_default_index() -> str:
+    """pip's built-in default index, for a pip with no ``index-url`` set.
+
+    Raises:
+        FetchError: pip is not importable here (a venv made without pip), so
+            there is no index to fall back on.
+    """
+    try:
+        from pip._internal.models.index import PyPI  # pip's own default
+    except ImportError:
+        raise FetchError(
+            f"no package index is configured and {sys.executable} has no pip to "
+            "take its default from; set VPQ_INDEX_URL to a simple index (PEP 503/691) "
+            "or run the tool with a Python that has pip"
+        ) from None
+    return str(PyPI.simple_url)
 
 
 def _simple_page(project: str) -> dict[str, object]:

@@ -67,16 +67,17 @@ def _run(cmd: list[str]) -> None:
 
 def host_wheel(root: Path) -> Path:
     """``dist/``'s wheel for the current series on this platform, built if missing."""
-    from vpq import build, wheel
+    from vpq import build, wheel, worklock
 
     pin, patches = build.load_inputs(root)
     plat = build.host_platform()
     version = wheel.local_version(pin.version, build.label_for(patches))
-    found = sorted((root / "dist").glob(f"{pin.name}-{version}-*_{plat}.whl"))
+    found = sorted((root / "dist").glob(f"{pin.name}-{version}-{wheel.BUILD_TAG}-*_{plat}.whl"))
     if found:
         return found[-1]
     print(f"no {pin.name} {version} wheel for {plat} in dist/; building it", flush=True)
-    (res,) = build.build_wheels(root, platform=plat)
+    with worklock.held(root, "build (for gpu_tests)"):
+        (res,) = build.build_wheels(root, platform=plat)
     return res.wheel.path
 
 

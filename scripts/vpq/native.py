@@ -49,6 +49,19 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
         raise NativeBuildError(f"{' '.join(cmd[:4])} ... failed in {cwd}: {tail}")
 
 
+def _one(folder: Path, pattern: str, step: str) -> Path:
+    """The one entry of ``folder`` matching ``pattern``, as ``step`` left it.
+
+    Raises:
+        NativeBuildError: none or several match.
+    """
+    found = sorted(folder.glob(pattern))
+    if len(found) != 1:
+        names = ", ".join(p.name for p in found) or "nothing"
+        raise NativeBuildError(f"{step} left {names} in {folder}; expected one {pattern}")
+    return found[0]
+
+
 def build(
     tree_dir: Path,
     upstream_wheel: Path,
@@ -80,7 +93,7 @@ def build(
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".native-") as tmp:
         raw_dir = Path(tmp) / "raw"
         _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(raw_dir), str(tree_dir)], tree_dir, env)
-        (raw,) = raw_dir.glob("*.whl")
+        raw = _one(raw_dir, "*.whl", "python -m build")
         return finish(raw, upstream_wheel, version, manifest, out_dir)
 
 
@@ -99,8 +112,8 @@ def finish(
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".finish-") as tmp:
         t = Path(tmp)
         _run([sys.executable, "-m", "wheel", "unpack", "--dest", str(t / "unpacked"), str(raw)], t)
-        (unpacked,) = (t / "unpacked").iterdir()
-        (dist_info,) = unpacked.glob("*.dist-info")
+        unpacked = _one(t / "unpacked", "*", "wheel unpack")
+        dist_info = _one(unpacked, "*.dist-info", "wheel unpack")
         (dist_info / wheel.MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         # setuptools-scm writes its own _version.py (its template, commit_id
         # None); use the overlay's rewrite of upstream's file instead, so both
@@ -110,14 +123,15 @@ def finish(
                 wheel.rewrite_version_py(up.read(VERSION_FILE).decode(), version)
             )
         (t / "packed").mkdir()
-        _run([sys.executable, "-m", "wheel", "pack", "--dest-dir", str(t / "packed"), str(unpacked)], t)
-        (packed,) = (t / "packed").glob("*.whl")
+        _run([sys.executable, "-m", "wheel", "pack", "--build-number", wheel.BUILD_TAG,
+              "--dest-dir", str(t / "packed"), str(unpacked)], t)
+        packed = _one(t / "packed", "*.whl", "wheel pack")
         _run(
             [sys.executable, "-m", "wheel", "tags", "--remove", "--python-tag", py_tag,
              "--abi-tag", abi_tag, "--platform-tag", plat_tag, str(packed)],
             t,
         )
-        (tagged,) = (t / "packed").glob("*.whl")
+        tagged = _one(t / "packed", "*.whl", "wheel tags")
         final = out_dir / tagged.name
         shutil.move(str(tagged), final)
     return wheel.BuiltWheel(path=final, sha256=sha256_file(final), version=version)

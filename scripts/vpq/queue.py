@@ -18,7 +18,7 @@ from pathlib import Path
 from vpq import git as g
 from vpq import tree
 from vpq.errors import VpqError
-from vpq.series import Patch
+from vpq.series import Patch, am_break
 
 PATCHED_BRANCH = "patched"
 REBASE_HINT = "If upstream moved, run `nox -s rebase_upstream` to refresh the series."
@@ -202,15 +202,41 @@ def slug(subject: str) -> str:
     return (s[:64].rstrip("-.") or "patch") + ".patch"
 
 
+class ExportError(VpqError):
+    """A commit cannot be exported as a patch that applies the same way."""
+
+
+def check_message(repo: Path, commit: str) -> None:
+    """Refuse a commit message that ``git am`` would cut short.
+
+    Raises:
+        ExportError: naming the commit and the line (see ``series.am_break``).
+    """
+    hit = am_break(g.out(["log", "-1", "--format=%B", commit], repo))
+    if hit:
+        lineno, line = hit
+        raise ExportError(
+            f"commit {commit[:12]} ({subject_of(repo, commit)!r}): line {lineno} of its "
+            f"message, {line!r}, would end the message for `git am`, which reads "
+            "'---', 'diff -' and 'Index: ' lines as the start of the diff; the exported "
+            "patch would lose the rest of its body and its trailers. Reword that line "
+            "(`git commit --amend` or `git rebase -i` in build/work) and export again."
+        )
+
+
 def export(repo: Path, base: str, old: list[Patch], head: str = "HEAD") -> list[tuple[str, bytes]]:
     """Export ``base..head`` as (patch name, mail bytes), in series order.
 
     A commit keeps the name of the old patch with the same subject; a new
     commit is named after its subject.
+
+    Raises:
+        ExportError: a commit message holds a line ``git am`` would cut at.
     """
     by_subject = {p.subject: p for p in old}
     result: list[tuple[str, bytes]] = []
     for commit in commits_since(repo, base, head):
+        check_message(repo, commit)
         data = format_patch(repo, commit)
         prev = by_subject.get(" ".join(subject_of(repo, commit).split()))
         name = prev.name if prev else slug(subject_of(repo, commit))

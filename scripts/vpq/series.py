@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from email.header import decode_header, make_header
 from email.parser import BytesHeaderParser
 from email.policy import compat32
 from pathlib import Path
@@ -118,6 +119,32 @@ def _diff_sections(data: bytes) -> tuple[bytes, bytes]:
     return data[: m.start()], data[m.start() :]
 
 
+def decode_subject(raw: str) -> str:
+    """A mail ``Subject:`` as text: RFC 2047 encoded words decoded (what
+    ``git format-patch`` writes for a non-ASCII subject), folding undone."""
+    try:
+        text = str(make_header(decode_header(raw)))
+    except (UnicodeDecodeError, LookupError, ValueError):
+        text = raw
+    return " ".join(text.split())
+
+
+def am_break(message: str) -> tuple[int, str] | None:
+    """The first line of a commit message at which ``git am`` would take the
+    diff to begin, cutting the message there: (1-based line number, line),
+    or None. The rule is git's ``patchbreak()`` (``mailinfo.c``): a line
+    starting with ``diff -`` or ``Index: ``, or ``---`` followed by nothing
+    but whitespace, or by a space and a file name."""
+    for lineno, line in enumerate(message.splitlines(), start=1):
+        if line.startswith(("diff -", "Index: ")):
+            return lineno, line
+        if line.startswith("---") and (
+            not line[3:].strip() or (line[3:4] == " " and line[4:5] not in ("", " ", "\t"))
+        ):
+            return lineno, line
+    return None
+
+
 def parse_patch(root: Path, name: str) -> Patch:
     """Parse ``patches/<name>``.
 
@@ -132,7 +159,7 @@ def parse_patch(root: Path, name: str) -> Patch:
             f"{path}: not a patch: it holds no 'diff --git' section with a hunk"
         )
     msg = BytesHeaderParser(policy=compat32).parsebytes(head)
-    subject = " ".join(str(msg.get("Subject", "")).split())
+    subject = decode_subject(str(msg.get("Subject", "")))
     if not subject:
         raise SeriesError(f"{path}: no Subject: header; is it a git format-patch mail?")
     payload = msg.get_payload()
@@ -258,6 +285,15 @@ def lint(root: Path) -> list[str]:
             problems.append(str(exc))
             continue
         where = patch.path
+        if patch.data.split(b"\n", 1)[0].endswith(b"\r"):
+            problems.append(
+                f"{where}: has CRLF line endings, so git am and the exact-context check "
+                "would misread it. Patches are byte-exact LF files: the repository's "
+                ".gitattributes marks them -text, but this checkout converted them "
+                "(core.autocrlf=true?). Check them out again unconverted: "
+                "`git -c core.autocrlf=false checkout -- patches series upstream.lock`"
+            )
+            continue
         if not patch.data.endswith(b"\n"):
             problems.append(f"{where}: does not end with a newline")
         if re.match(r"\[PATCH", patch.subject):
@@ -272,14 +308,35 @@ def lint(root: Path) -> list[str]:
             problems.append(
                 f"{where}: no valid 'Forwarded:' trailer (DEP-3: no, not-needed or a URL)"
             )
-        why = [
-            ln
-            for ln in patch.body.splitlines()
-            if ln.strip() and not re.match(r"^[A-Za-z-]+: ", ln)
-        ]
-        if len(why) < 2:
-            problems.append(f"{where}: the body does not say why the patch exists")
+        why_problem = _why_problem(patch.body)
+        if why_problem:
+            problems.append(f"{where}: {why_problem}")
     return problems
+
+
+_TRAILER_LINE = re.compile(r"^[A-Za-z-]+: ")
+_KNOWN_TRAILERS = ("Upstream-Status", "Forwarded", "Applied-Upstream", "Signed-off-by", "Co-authored-by")
+
+
+def _why_problem(body: str) -> str | None:
+    """Why a patch body fails the why-rule (two lines of prose besides the
+    trailers), or None. ``Key: value`` lines read as trailers, so a why
+    written as ``Why: ...`` is named in the message."""
+    lines = [ln for ln in body.splitlines() if ln.strip()]
+    prose = [ln for ln in lines if not _TRAILER_LINE.match(ln)]
+    if len(prose) >= 2:
+        return None
+    keyed = [ln for ln in lines if _TRAILER_LINE.match(ln) and not ln.startswith(_KNOWN_TRAILERS)]
+    msg = "the body does not say why the patch exists (at least two lines of prose before the trailers"
+    if keyed:
+        shown = ", ".join(repr(ln[:40]) for ln in keyed[:3])
+        msg += (
+            f"); lines of the form 'Key: value' read as trailers, not prose, e.g. {shown}. "
+            "Write the why as sentences: what breaks without the patch, how to tell it is "
+            "no longer needed and which upstream change replaces it, then the trailers"
+        )
+        return msg
+    return msg + ")"
 
 
 def series_id(patches: list[Patch]) -> str:

@@ -41,8 +41,10 @@ def _run(cmd: list[str]) -> None:
 
 
 def _site_packages(venv: Path) -> Path:
-    (site,) = venv.glob("lib/python3*/site-packages")
-    return site
+    found = sorted(venv.glob("lib/python3*/site-packages"))
+    if len(found) != 1:
+        raise VenvError(f"{venv}: expected one lib/python3*/site-packages, found {len(found)}")
+    return found[0]
 
 
 def envs_dir() -> Path:

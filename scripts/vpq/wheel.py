@@ -28,6 +28,9 @@ import struct
 import tempfile
 import zipfile
 from dataclasses import dataclass
+from email.generator import BytesGenerator
+from email.parser import BytesHeaderParser
+from email.policy import compat32
 from pathlib import Path
 from typing import BinaryIO
 
@@ -42,6 +45,15 @@ MANIFEST_NAME = "vpq_manifest.json"
 #: Paths whose change the precompiled binaries or metadata depend on; the
 #: overlay build refuses a series that touches them (use vLLM's own build).
 BINARY_INPUTS = ("csrc/", "cmake/", "requirements/", "CMakeLists.txt", "setup.py", "pyproject.toml")
+
+#: The PEP 427 build tag of every wheel this builder writes (file name and
+#: ``Build:`` in ``WHEEL``). Bump it whenever the builder's output bytes
+#: change for the same pin and series, so a changed wheel never reuses a file
+#: name an earlier build used: serving hosts and lock files hold hashes.
+#: ``tests/unit/test_wheel.py`` holds the builder's output hash per tag.
+#: History: none (until 2026-11), the ``Tag:`` lines fell outside the
+#: ``WHEEL`` header block; ``1``, ``WHEEL`` written by ``email``'s generator.
+BUILD_TAG = "1"
 
 _LOCAL_HEADER = struct.Struct("<4s5H3L2H")
 _LOCAL_SIG = b"PK\x03\x04"
@@ -115,10 +127,29 @@ def _rewrite_metadata(text: str, version: str) -> str:
     return out
 
 
-def _rewrite_wheel_file(text: str, tags: list[str]) -> str:
-    lines = [ln for ln in text.splitlines() if not ln.startswith("Tag: ")]
-    lines += [f"Tag: {t}" for t in tags]
-    return "\n".join(lines) + "\n"
+def rewrite_wheel_file(data: bytes, tags: list[str], build_tag: str | None) -> bytes:
+    """``WHEEL`` (PEP 427) with ``tags`` and ``build_tag`` in place of the
+    original's ``Tag:`` and ``Build:`` headers; the other headers keep their
+    order. Written as a header block with ``email``'s generator, the way the
+    ``wheel`` tool's ``bdist_wheel`` writes it (``Build:`` before ``Tag:``).
+    """
+    msg = BytesHeaderParser(policy=compat32).parsebytes(data)
+    del msg["Tag"]
+    del msg["Build"]
+    if build_tag:
+        msg["Build"] = build_tag
+    for tag in tags:
+        msg["Tag"] = tag
+    buf = io.BytesIO()
+    BytesGenerator(buf, maxheaderlen=0).flatten(msg)
+    return buf.getvalue()
+
+
+def read_wheel_file(data: bytes) -> tuple[list[str], str | None]:
+    """The ``Tag:`` values and the ``Build:`` value of a ``WHEEL`` file, read
+    with the email header parser (what ``wheel pack`` and installers use)."""
+    msg = BytesHeaderParser(policy=compat32).parsebytes(data)
+    return [str(t) for t in msg.get_all("Tag", [])], msg.get("Build")
 
 
 def _copy_raw(fin: BinaryIO, fout: BinaryIO, info: zipfile.ZipInfo) -> bool:
@@ -174,7 +205,7 @@ def build(
     version = local_version(str(up_version), label)
     tag_part = wheel_tags(upstream_wheel.name)
     dist = str(name).replace("-", "_")
-    out_name = f"{dist}-{version}-{tag_part}.whl"
+    out_name = f"{dist}-{version}-{BUILD_TAG}-{tag_part}.whl"
     out_dir.mkdir(parents=True, exist_ok=True)
 
     with zipfile.ZipFile(upstream_wheel) as zin:
@@ -190,9 +221,9 @@ def build(
             zin.read("vllm/_version.py").decode(), version
         ).encode()
         meta = _rewrite_metadata(zin.read(f"{old_di}/METADATA").decode(), version).encode()
-        wheel_txt = _rewrite_wheel_file(
-            zin.read(f"{old_di}/WHEEL").decode(), tag_part_to_tags(tag_part)
-        ).encode()
+        wheel_txt = rewrite_wheel_file(
+            zin.read(f"{old_di}/WHEEL"), tag_part_to_tags(tag_part), BUILD_TAG
+        )
         manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
         old_record = {
             row[0]: row for row in csv.reader(io.StringIO(zin.read(f"{old_di}/RECORD").decode())) if row
@@ -273,9 +304,10 @@ def build(
 
 
 def wheel_tags(filename: str) -> str:
-    """The compressed tag set of a wheel file name (no build tag), e.g.
-    ``cp38-abi3-manylinux_2_31_x86_64``."""
-    return filename[:-len(".whl")].split("-", 2)[2]
+    """The compressed tag set of a wheel file name, without its build tag if
+    it has one, e.g. ``cp38-abi3-manylinux_2_31_x86_64`` (the last three
+    dash-separated fields, PEP 427)."""
+    return "-".join(filename[: -len(".whl")].split("-")[-3:])
 
 
 def tag_part_to_tags(tag_part: str) -> list[str]:

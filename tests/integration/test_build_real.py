@@ -30,7 +30,7 @@ def test_one_audited_wheel_per_pinned_platform(built: dict[str, build.Result], p
     assert set(built) == {"x86_64", "aarch64"}
     label = build.label_for(series.load(REPO_ROOT))
     for plat, res in built.items():
-        assert res.wheel.path.name == f"vllm-0.17.1+{label}-cp38-abi3-manylinux_2_31_{plat}.whl"
+        assert res.wheel.path.name == f"vllm-0.17.1+{label}-1-cp38-abi3-manylinux_2_31_{plat}.whl"
         assert res.report.differing == EXPECTED_CHANGED
 
 

@@ -86,7 +86,7 @@ def test_host_wheel_builds_once_and_ignores_stale_wheels(one_patch: Upstream) ->
     first = gpu.host_wheel(one_patch.root)
     assert first.parent == dist and first != stale
     label = build.label_for(build.series.load(one_patch.root))
-    assert first.name == f"vllm-1.0+{label}-cp38-abi3-manylinux_2_31_x86_64.whl"
+    assert first.name == f"vllm-1.0+{label}-1-cp38-abi3-manylinux_2_31_x86_64.whl"
     mtime = first.stat().st_mtime_ns
     assert gpu.host_wheel(one_patch.root) == first
     assert first.stat().st_mtime_ns == mtime, "an existing wheel is not rebuilt"

@@ -38,7 +38,7 @@ def _raw_like_setuptools(upstream: Upstream, dest: Path) -> Path:
 def test_finish_adds_manifest_and_upstream_version_file_and_retags(upstream: Upstream, tmp_path: Path) -> None:
     raw = _raw_like_setuptools(upstream, tmp_path)
     built = native.finish(raw, upstream.wheel, "1.0+eagle3.abc", {"k": "v"}, tmp_path / "out")
-    assert built.path.name == "vllm-1.0+eagle3.abc-cp38-abi3-manylinux_2_31_x86_64.whl"
+    assert built.path.name == "vllm-1.0+eagle3.abc-1-cp38-abi3-manylinux_2_31_x86_64.whl"
     with zipfile.ZipFile(built.path) as z:
         di = "vllm-1.0+eagle3.abc.dist-info"
         assert json.loads(z.read(f"{di}/{wheel.MANIFEST_NAME}")) == {"k": "v"}

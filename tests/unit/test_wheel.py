@@ -17,7 +17,7 @@ from tests.unit.tiny_upstream import MOD, Upstream, replace_line
 def test_wheel_has_upstream_tags_label_version_and_manifest(one_patch: Upstream) -> None:
     (res,) = build.build_wheels(one_patch.root)
     label = build.label_for(build.series.load(one_patch.root))
-    assert res.wheel.path.name == f"vllm-1.0+{label}-cp38-abi3-manylinux_2_31_x86_64.whl"
+    assert res.wheel.path.name == f"vllm-1.0+{label}-1-cp38-abi3-manylinux_2_31_x86_64.whl"
     with zipfile.ZipFile(res.wheel.path) as z:
         di = f"vllm-1.0+{label}.dist-info"
         assert f"Version: 1.0+{label}\n" in z.read(f"{di}/METADATA").decode()
@@ -122,7 +122,7 @@ def test_a_build_for_one_platform_keeps_the_other_platforms_wheel_of_the_same_se
 ) -> None:
     dist = one_patch.root / "dist"
     dist.mkdir(exist_ok=True)
-    other = dist / f"vllm-1.0+{build.label_for(build.series.load(one_patch.root))}-cp38-abi3-manylinux_2_31_aarch64.whl"
+    other = dist / f"vllm-1.0+{build.label_for(build.series.load(one_patch.root))}-1-cp38-abi3-manylinux_2_31_aarch64.whl"
     other.write_bytes(b"same series, other platform")
     stale = dist / "vllm-1.0+eagle3.00000000-cp38-abi3-manylinux_2_31_x86_64.whl"
     stale.write_bytes(b"earlier series")

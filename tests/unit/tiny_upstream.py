@@ -57,7 +57,8 @@ def _wheel(path: Path) -> None:
     members["vllm/_C.abi3.so"] = bytes(range(256)) * 64
     di = "vllm-1.0.dist-info"
     members[f"{di}/METADATA"] = b"Metadata-Version: 2.1\nName: vllm\nVersion: 1.0\nRequires-Dist: numpy\n"
-    members[f"{di}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: cp38-abi3-linux_x86_64\n"
+    # As setuptools writes it: the header block ends with a blank line.
+    members[f"{di}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: cp38-abi3-linux_x86_64\n\n"
     members[f"{di}/top_level.txt"] = b"vllm\n"
     rows = [_record(n, d) for n, d in members.items()] + [f"{di}/RECORD,,"]
     members[f"{di}/RECORD"] = ("\n".join(rows) + "\n").encode()
