@@ -161,3 +161,52 @@ def test_dependency_metadata_resolves_as_on_a_serving_host(built: dict[str, buil
     names = {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
     assert names["vllm"] == built["x86_64"].wheel.version
     assert names["torch"] == "2.10.0"
+
+
+def test_real_wheels_wheel_file_names_the_file_names_tags(built: dict[str, build.Result]) -> None:
+    from email.parser import BytesParser
+    from email.policy import compat32
+
+    for res in built.values():
+        _, _, build_tag, tags = parse_wheel_filename(res.wheel.path.name)
+        with zipfile.ZipFile(res.wheel.path) as z:
+            (name,) = [n for n in z.namelist() if n.endswith(".dist-info/WHEEL")]
+            msg = BytesParser(policy=compat32).parsebytes(z.read(name))
+        assert msg.get_all("Tag") == [str(t) for t in tags]
+        assert msg["Build"] == wheel.BUILD_TAG and build_tag[0] == int(wheel.BUILD_TAG)
+
+
+def test_real_wheel_round_trips_through_wheel_unpack_and_pack(built: dict[str, build.Result], tmp_path: Path) -> None:
+    res = built["x86_64"]
+    tool = [sys.executable, "-m", "wheel"]
+    subprocess.run([*tool, "unpack", "--dest", str(tmp_path / "u"), str(res.wheel.path)], check=True)
+    (unpacked,) = (tmp_path / "u").iterdir()
+    (tmp_path / "p").mkdir()
+    proc = subprocess.run([*tool, "pack", "--dest-dir", str(tmp_path / "p"), str(unpacked)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert [p.name for p in (tmp_path / "p").iterdir()] == [res.wheel.path.name]
+
+
+def test_a_build_killed_mid_way_leaves_dist_as_it_was_and_the_next_build_cleans_up(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    root = _copy_inputs(tmp_path / "repo")
+    dist = root / "dist"
+    dist.mkdir()
+    (dist / "previous.whl").write_bytes(b"earlier build")
+    cmd = [sys.executable, "-m", "vpq", "--root", str(root), "build", "--no-contract", "--platform", "x86_64"]
+    child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 600
+    while not list(dist.glob(".staging-*")) and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert child.returncode == -signal.SIGKILL, "the build finished before it could be killed mid-way"
+    left = sorted(p.name for p in dist.iterdir())
+    assert left[0].startswith(".staging-") and left[1:] == ["previous.whl"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    after = sorted(p.name for p in dist.iterdir())
+    assert not [n for n in after if n.startswith(".")] and "previous.whl" in after and len(after) == 2
