@@ -22,10 +22,8 @@ from pathlib import Path
 from packaging.utils import parse_wheel_filename
 
 from vpq.errors import VpqError
-from vpq.files import record_hash
+from vpq.files import VERSION_FILE, record_hash
 from vpq.wheel import read_wheel_file
-
-VERSION_FILE = "vllm/_version.py"
 
 
 class AuditError(VpqError):

@@ -32,10 +32,9 @@ import platformdirs
 from filelock import FileLock
 
 from vpq.errors import VpqError
-from vpq.files import sha256_file
+from vpq.files import CHUNK, sha256_file
 
 _TIMEOUT_S = 60
-_CHUNK = 1 << 20
 _PEP691 = "application/vnd.pypi.simple.v1+json"
 
 
@@ -189,7 +188,7 @@ def fetch(project: str, filename: str, sha256: str) -> Path:
             with os.fdopen(fd, "wb") as fh, urllib.request.urlopen(
                 entry.url, timeout=_TIMEOUT_S
             ) as resp:
-                while chunk := resp.read(_CHUNK):
+                while chunk := resp.read(CHUNK):
                     h.update(chunk)
                     fh.write(chunk)
         except (urllib.error.URLError, OSError) as exc:

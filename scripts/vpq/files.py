@@ -8,7 +8,10 @@ import os
 import tempfile
 from pathlib import Path
 
-_CHUNK = 1 << 20
+#: Read and copy size for large files (wheels, sdists), in bytes.
+CHUNK = 1 << 20
+#: vLLM's setuptools-scm version file, in the sdist tree and the wheel.
+VERSION_FILE = "vllm/_version.py"
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -31,7 +34,7 @@ def sha256_file(path: Path) -> str:
     """Hex sha256 of a file's bytes, read in 1 MiB chunks."""
     h = hashlib.sha256()
     with path.open("rb") as fh:
-        while chunk := fh.read(_CHUNK):
+        while chunk := fh.read(CHUNK):
             h.update(chunk)
     return h.hexdigest()
 

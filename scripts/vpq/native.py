@@ -33,9 +33,7 @@ from pathlib import Path
 
 from vpq import wheel
 from vpq.errors import VpqError
-from vpq.files import sha256_file
-
-VERSION_FILE = "vllm/_version.py"
+from vpq.files import VERSION_FILE, sha256_file
 
 
 class NativeBuildError(VpqError):

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from vpq import git as g
 from vpq.errors import VpqError
+from vpq.files import VERSION_FILE
 
 SOURCES = ("sdist", "git")
 
@@ -134,7 +135,7 @@ def sdist_commit(sdist: Path) -> str | None:
 
     with tarfile.open(sdist, "r:*") as tar:
         for m in tar.getmembers():
-            if m.name.endswith("/vllm/_version.py") and m.name.count("/") == 2:
+            if m.name.endswith("/" + VERSION_FILE) and m.name.count("/") == 2:
                 fh = tar.extractfile(m)
                 text = fh.read().decode() if fh else ""
                 found = re.search(r"commit_id = '(?:g)?([0-9a-f]{7,40})'", text)

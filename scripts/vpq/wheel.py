@@ -38,7 +38,7 @@ from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
 from vpq.errors import VpqError
-from vpq.files import record_hash, sha256_file
+from vpq.files import CHUNK, VERSION_FILE, record_hash, sha256_file
 
 MANIFEST_NAME = "vpq_manifest.json"
 
@@ -55,6 +55,7 @@ BINARY_INPUTS = ("csrc/", "cmake/", "requirements/", "CMakeLists.txt", "setup.py
 #: ``WHEEL`` header block; ``1``, ``WHEEL`` written by ``email``'s generator.
 BUILD_TAG = "1"
 
+_EPOCH = (1980, 1, 1, 0, 0, 0)  # zip time for members with no upstream counterpart
 _LOCAL_HEADER = struct.Struct("<4s5H3L2H")
 _LOCAL_SIG = b"PK\x03\x04"
 
@@ -152,32 +153,154 @@ def read_wheel_file(data: bytes) -> tuple[list[str], str | None]:
     return [str(t) for t in msg.get_all("Tag", [])], msg.get("Build")
 
 
-def _copy_raw(fin: BinaryIO, fout: BinaryIO, info: zipfile.ZipInfo) -> bool:
-    """Copy the local header and compressed bytes of ``info`` from ``fin``.
+def _append_raw(zout: zipfile.ZipFile, fin: BinaryIO, info: zipfile.ZipInfo) -> bool:
+    """Append member ``info`` of the zip open as ``fin`` to ``zout`` as its
+    local header and compressed bytes, without inflating them.
 
-    Streams in 1 MiB chunks, so memory stays flat for large members.
+    ``zipfile`` has no public API for this, so this one adapter writes the
+    bytes at ``zout``'s current position and then records the member the
+    way ``ZipFile.writestr`` does (``filelist``, ``NameToInfo``,
+    ``start_dir``), so the central directory ``zout`` writes on close lists
+    it. Streams in ``CHUNK`` pieces, so memory stays flat for large members.
     Returns False (copying nothing) for a member with a data descriptor.
 
     Raises:
-        WheelError: the local header is corrupt.
+        WheelError: the local header is corrupt or the member truncated.
     """
     if info.flag_bits & 0x08:  # data descriptor follows: rare, not worth it
         return False
+    fout: BinaryIO = zout.fp  # type: ignore[assignment]
     fin.seek(info.header_offset)
     header = fin.read(_LOCAL_HEADER.size)
     fields = _LOCAL_HEADER.unpack(header)
     if fields[0] != _LOCAL_SIG:
         raise WheelError(f"corrupt local header for {info.filename}")
-    name_len, extra_len = fields[9], fields[10]
+    copied = copy.copy(info)
+    copied.header_offset = fout.tell()
     fout.write(header)
-    remaining = name_len + extra_len + info.compress_size
+    remaining = fields[9] + fields[10] + info.compress_size  # name, extra, data
     while remaining:
-        chunk = fin.read(min(remaining, 1 << 20))
+        chunk = fin.read(min(remaining, CHUNK))
         if not chunk:
             raise WheelError(f"truncated member {info.filename}")
         fout.write(chunk)
         remaining -= len(chunk)
+    zout.filelist.append(copied)
+    zout.NameToInfo[copied.filename] = copied
+    zout.start_dir = fout.tell()
     return True
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the output wheel holds, worked out before anything is written."""
+
+    out_name: str
+    version: str
+    old_di: str  # upstream's dist-info directory
+    new_di: str
+    infos: list[zipfile.ZipInfo]  # upstream's members, in order
+    deleted: frozenset[str]
+    replaced: dict[str, bytes]  # member -> new content; members not in infos are added
+    dist_info: dict[str, bytes]  # dist-info file (relative name) -> rewritten content
+    old_record: dict[str, list[str]]
+
+
+def _plan(
+    zin: zipfile.ZipFile, wheel_name: str, overlay: dict[str, bytes | None], label: str,
+    manifest: dict[str, object],
+) -> _Plan:
+    """The output wheel for ``overlay`` on the upstream wheel open as ``zin``.
+
+    Raises:
+        WheelError: see ``build``.
+    """
+    name, up_version, _build, _tags = parse_wheel_filename(wheel_name)
+    version = local_version(str(up_version), label)
+    tag_part = wheel_tags(wheel_name)
+    dist = str(name).replace("-", "_")
+    infos = zin.infolist()
+    names = [i.filename for i in infos]
+    old_di = _dist_info(names)
+    missing = sorted(p for p, c in overlay.items() if c is None and p not in names)
+    if missing:
+        raise WheelError(f"{wheel_name}: cannot delete {missing}: not in the wheel")
+    replaced = {p: c for p, c in overlay.items() if c is not None}
+    replaced[VERSION_FILE] = rewrite_version_py(zin.read(VERSION_FILE).decode(), version).encode()
+    dist_info = {
+        "METADATA": _rewrite_metadata(zin.read(f"{old_di}/METADATA").decode(), version).encode(),
+        "WHEEL": rewrite_wheel_file(zin.read(f"{old_di}/WHEEL"), tag_part_to_tags(tag_part), BUILD_TAG),
+        MANIFEST_NAME: (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode(),
+    }
+    record = csv.reader(io.StringIO(zin.read(f"{old_di}/RECORD").decode()))
+    return _Plan(
+        out_name=f"{dist}-{version}-{BUILD_TAG}-{tag_part}.whl", version=version, old_di=old_di,
+        new_di=f"{dist}-{version}.dist-info", infos=infos,
+        deleted=frozenset(p for p, c in overlay.items() if c is None), replaced=replaced,
+        dist_info=dist_info, old_record={row[0]: row for row in record if row},
+    )
+
+
+class _Writer:
+    """Writes members into the output zip and keeps their RECORD rows."""
+
+    def __init__(self, zout: zipfile.ZipFile) -> None:
+        self.zout = zout
+        self.rows: list[list[str]] = []
+
+    def put(self, arcname: str, data: bytes, like: zipfile.ZipInfo | None) -> None:
+        """Store ``data`` uncompressed, with ``like``'s time and mode (or fixed ones)."""
+        zi = zipfile.ZipInfo(arcname, date_time=like.date_time if like else _EPOCH)
+        zi.external_attr = like.external_attr if like else 0o644 << 16
+        zi.create_system = 3
+        zi.compress_type = zipfile.ZIP_STORED
+        self.zout.writestr(zi, data)
+        if not arcname.endswith(".dist-info/RECORD"):
+            self.rows.append([arcname, record_hash(data), str(len(data))])
+
+    def record(self, arcname: str, date_time: tuple[int, int, int, int, int, int]) -> None:
+        """Write RECORD (PEP 376) listing every member written so far, and itself."""
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows([*self.rows, [arcname, "", ""]])
+        like = zipfile.ZipInfo(arcname, date_time=date_time)
+        like.external_attr = 0o644 << 16
+        self.put(arcname, buf.getvalue().encode(), like)
+
+
+def _dist_info_member(w: _Writer, plan: _Plan, zin: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:
+    """Write upstream's dist-info file ``info`` under the new dist-info name,
+    rewritten where the plan says; RECORD is skipped (written last)."""
+    rel = info.filename[len(plan.old_di) + 1 :]
+    if rel != "RECORD":
+        w.put(f"{plan.new_di}/{rel}", plan.dist_info.get(rel) or zin.read(info), info)
+
+
+def _write_members(w: _Writer, plan: _Plan, zin: zipfile.ZipFile, fin: BinaryIO) -> None:
+    """Upstream's members in upstream's order, with the overlay applied (the
+    untouched ones as their compressed bytes, the dist-info renamed), then
+    the added members in sorted order.
+
+    Raises:
+        WheelError: an untouched member has no hash in upstream's RECORD.
+    """
+    for info in plan.infos:
+        n = info.filename
+        if n.startswith(plan.old_di + "/"):
+            _dist_info_member(w, plan, zin, info)
+        elif n in plan.deleted:
+            continue
+        elif n in plan.replaced:
+            w.put(n, plan.replaced[n], info)
+        elif not _append_raw(w.zout, fin, info):
+            w.put(n, zin.read(info), info)
+        else:
+            row = plan.old_record.get(n)
+            if row is None or not row[1]:
+                raise WheelError(f"{n} has no hash in the upstream wheel's RECORD")
+            w.rows.append(row[:3])
+    upstream = {i.filename for i in plan.infos}
+    for n in sorted(set(plan.replaced) - upstream):
+        w.put(n, plan.replaced[n], None)
 
 
 def build(
@@ -199,108 +322,29 @@ def build(
 
     Raises:
         WheelError: the upstream wheel is unusable or an overlay path that
-            should replace a member is missing from it.
+            should be deleted is missing from it.
     """
-    name, up_version, _build, _tags = parse_wheel_filename(upstream_wheel.name)
-    version = local_version(str(up_version), label)
-    tag_part = wheel_tags(upstream_wheel.name)
-    dist = str(name).replace("-", "_")
-    out_name = f"{dist}-{version}-{BUILD_TAG}-{tag_part}.whl"
     out_dir.mkdir(parents=True, exist_ok=True)
-
     with zipfile.ZipFile(upstream_wheel) as zin:
-        infos = zin.infolist()
-        names = [i.filename for i in infos]
-        old_di = _dist_info(names)
-        new_di = f"{dist}-{version}.dist-info"
-        missing = sorted(p for p, c in overlay.items() if c is None and p not in names)
-        if missing:
-            raise WheelError(f"{upstream_wheel.name}: cannot delete {missing}: not in the wheel")
-        replaced: dict[str, bytes] = {p: c for p, c in overlay.items() if c is not None}
-        replaced["vllm/_version.py"] = rewrite_version_py(
-            zin.read("vllm/_version.py").decode(), version
-        ).encode()
-        meta = _rewrite_metadata(zin.read(f"{old_di}/METADATA").decode(), version).encode()
-        wheel_txt = rewrite_wheel_file(
-            zin.read(f"{old_di}/WHEEL"), tag_part_to_tags(tag_part), BUILD_TAG
-        )
-        manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
-        old_record = {
-            row[0]: row for row in csv.reader(io.StringIO(zin.read(f"{old_di}/RECORD").decode())) if row
-        }
-
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{out_name}.", suffix=".tmp", dir=out_dir)
+        plan = _plan(zin, upstream_wheel.name, overlay, label, manifest)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{plan.out_name}.", suffix=".tmp", dir=out_dir)
         os.close(fd)
         tmp = Path(tmp_name)
-        record_rows: list[list[str]] = []
         try:
             with open(upstream_wheel, "rb") as fin, zipfile.ZipFile(tmp, "w") as zout:
-
-                def put(arcname: str, data: bytes, like: zipfile.ZipInfo | None) -> None:
-                    zi = zipfile.ZipInfo(arcname, date_time=like.date_time if like else (1980, 1, 1, 0, 0, 0))
-                    zi.external_attr = like.external_attr if like else 0o644 << 16
-                    zi.create_system = 3
-                    zi.compress_type = zipfile.ZIP_STORED
-                    zout.writestr(zi, data)
-                    record_rows.append([arcname, record_hash(data), str(len(data))])
-
-                record_info: zipfile.ZipInfo | None = None
-                for info in infos:
-                    n = info.filename
-                    if n.startswith(old_di + "/"):
-                        rel = n[len(old_di) + 1 :]
-                        target = f"{new_di}/{rel}"
-                        if rel == "RECORD":
-                            record_info = info
-                            continue
-                        if rel == "METADATA":
-                            put(target, meta, info)
-                        elif rel == "WHEEL":
-                            put(target, wheel_txt, info)
-                        else:
-                            put(target, zin.read(info), info)
-                        continue
-                    if n in overlay and overlay[n] is None:
-                        continue
-                    if n in replaced:
-                        put(n, replaced.pop(n), info)
-                        continue
-                    zi = copy.copy(info)
-                    zi.header_offset = zout.fp.tell()  # type: ignore[union-attr]
-                    if not _copy_raw(fin, zout.fp, info):  # type: ignore[arg-type]
-                        put(n, zin.read(info), info)
-                        continue
-                    zout.filelist.append(zi)
-                    zout.NameToInfo[n] = zi
-                    zout.start_dir = zout.fp.tell()  # type: ignore[union-attr]
-                    row = old_record.get(n)
-                    if row is None or not row[1]:
-                        raise WheelError(f"{upstream_wheel.name}: {n} has no hash in RECORD")
-                    record_rows.append(row[:3])
-                # New files the series adds, in sorted order.
-                for n in sorted(replaced):
-                    put(n, replaced[n], None)
-                put(f"{new_di}/{MANIFEST_NAME}", manifest_bytes, record_info)
-                record_rows.append([f"{new_di}/RECORD", "", ""])
-                buf = io.StringIO()
-                csv.writer(buf, lineterminator="\n").writerows(record_rows)
-                rec = buf.getvalue().encode()
-                zi = zipfile.ZipInfo(
-                    f"{new_di}/RECORD",
-                    date_time=record_info.date_time if record_info else (1980, 1, 1, 0, 0, 0),
-                )
-                zi.external_attr = 0o644 << 16
-                zi.create_system = 3
-                zi.compress_type = zipfile.ZIP_STORED
-                zout.writestr(zi, rec)
+                w = _Writer(zout)
+                _write_members(w, plan, zin, fin)
+                record_info = zin.getinfo(f"{plan.old_di}/RECORD")
+                w.put(f"{plan.new_di}/{MANIFEST_NAME}", plan.dist_info[MANIFEST_NAME], record_info)
+                w.record(f"{plan.new_di}/RECORD", record_info.date_time)
             tmp.chmod(0o644)
             digest = sha256_file(tmp)
-            final = out_dir / out_name
+            final = out_dir / plan.out_name
             os.replace(tmp, final)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-    return BuiltWheel(path=final, sha256=digest, version=version)
+    return BuiltWheel(path=final, sha256=digest, version=plan.version)
 
 
 def wheel_tags(filename: str) -> str:
