@@ -23,7 +23,7 @@ from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from vpq import contract, fetch, lock, native, queue, series, tree, venv, wheel
+from vpq import contract, fetch, lock, native, queue, series, tree, wheel
 from vpq import git as g
 from vpq.audit import AuditReport, audit, compare_backends
 from vpq.errors import VpqError
@@ -277,45 +277,3 @@ def drop_other_builds(out_dir: Path, built_name: str) -> None:
 def host_platform() -> str:
     """The lock's platform name for this machine (``x86_64`` or ``aarch64``)."""
     return {"arm64": "aarch64"}.get(host.machine(), host.machine())
-
-
-def contract_table(
-    root: Path, repo: Path, ref: str, common_ref: str, wheel_path: Path | None = None
-) -> contract.Table:
-    """Discover the contract in the tree at ``ref`` of the work repository and
-    check it in a CPU venv made from ``common_ref``'s
-    ``requirements/common.txt``: with ``wheel_path`` installed there (the
-    shipped artifact), or else importing vLLM from an export of ``ref``
-    (source mode: what the rebase uses, no wheel needed).
-
-    Raises:
-        ContractError, VenvError.
-    """
-
-    def read(path: str) -> str:
-        return g.git(["show", f"{ref}:{path}"], repo).stdout.decode()
-
-    items = contract.discover(read)
-    modules = contract.model_modules(read(contract.REGISTRY))
-    deps = venv.deps_env(root, g.git(["show", f"{common_ref}:requirements/common.txt"], repo).stdout)
-    if wheel_path is not None:
-        return contract.check(venv.cached_wheel_env(root, deps, wheel_path), items, modules=modules)
-    (root / "build").mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=root / "build", prefix=".contract-") as tmp:
-        src = Path(tmp) / "src"
-        tree.export_tree(repo, ref, src)
-        return contract.check(deps / "bin" / "python", items, sys_path=src, modules=modules)
-
-
-def contract_for_root(root: Path, *, upstream: bool = False, wheel_path: Path | None = None) -> contract.Table:
-    """The contract table for the series (or unpatched upstream) on this host's platform."""
-    prep = prepare(root)
-    plat = host_platform()
-    if upstream:
-        w = prep.lock.wheel(plat)
-        wheel_path = fetch.fetch(prep.lock.name, w.filename, w.sha256)
-    elif wheel_path is None:
-        (res,) = build_wheels(root, platform=plat, out_dir=root / "build" / "wheels")
-        wheel_path = res.wheel.path
-    ref = prep.upstream_ref if upstream else queue.PATCHED_BRANCH
-    return contract_table(root, prep.repo, ref, prep.upstream_ref, wheel_path)

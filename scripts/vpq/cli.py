@@ -11,7 +11,19 @@ import sys
 import time
 from pathlib import Path
 
-from vpq import bench, build, contract, fetch, lock, queue, rebase, series, tree, worklock
+from vpq import (
+    bench,
+    build,
+    contract,
+    contract_check,
+    fetch,
+    lock,
+    queue,
+    rebase,
+    series,
+    tree,
+    worklock,
+)
 from vpq.errors import UsageError, VpqError
 
 
@@ -40,15 +52,14 @@ def cmd_build(ns: argparse.Namespace) -> int:
     if ns.no_contract or not mine:
         print("contract check skipped" + ("" if mine else " (no wheel for this host's platform)"))
         return 0
-    return _report_contract(build.contract_table(root, prep.repo, queue.PATCHED_BRANCH, prep.upstream_ref, mine[0].wheel.path), "the patched wheel")
+    table = contract_check.for_wheel(prep.repo, queue.PATCHED_BRANCH, prep.upstream_ref, mine[0].wheel.path)
+    return _report_contract(table, "the patched wheel")
 
 
 def _report_contract(table: contract.Table, what: str) -> int:
     print(f"EAGLE-3 contract on {what}:")
     print(table.render())
-    if table.gaps:
-        gaps = "; ".join(f"{item} is {v} on {arch}" for item, arch, v in table.gaps)
-        raise contract.ContractError(f"the EAGLE-3 contract does not hold for {what}: {gaps}")
+    contract_check.require(table, what)
     print("contract ok")
     return 0
 
@@ -62,7 +73,7 @@ def cmd_bench(ns: argparse.Namespace) -> int:
 
 def cmd_contract(ns: argparse.Namespace) -> int:
     what = "unpatched upstream" if ns.upstream else "the patched wheel"
-    return _report_contract(build.contract_for_root(_root(ns), upstream=ns.upstream), what)
+    return _report_contract(contract_check.for_checkout(_root(ns), upstream=ns.upstream), what)
 
 
 def cmd_apply(ns: argparse.Namespace) -> int:

@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from vpq.errors import VpqError
+from vpq.proc import tagged_json
 
 RUNNER = "vllm/v1/worker/gpu_model_runner.py"
 PROPOSER = "vllm/v1/spec_decode/eagle.py"
@@ -317,9 +318,34 @@ class Table:
 
     @property
     def gaps(self) -> list[tuple[str, str, str]]:
+        """(item, architecture, verdict) for every ``missing`` or ``stub`` cell."""
         return [(item, arch, v) for item, row in self.rows.items() for arch, v in row.items() if v in ("missing", "stub")]
 
+    def gap_message(self, what: str) -> str | None:
+        """One sentence naming every gap, e.g. ``the EAGLE-3 contract does not
+        hold for the patched wheel: model.x() is missing on DeepseekV2ForCausalLM``,
+        or None when there is none."""
+        if not self.gaps:
+            return None
+        gaps = "; ".join(f"{item} is {v} on {arch}" for item, arch, v in self.gaps)
+        return f"the EAGLE-3 contract does not hold for {what}: {gaps}"
+
+    def to_json(self) -> dict[str, object]:
+        """The table as JSON-able data (``from_json`` reads it back)."""
+        return {
+            "rows": self.rows,
+            "where": self.where,
+            "files": [[item, arch, sorted(fs)] for (item, arch), fs in self.files.items()],
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, object]) -> Table:
+        """The table ``to_json`` wrote."""
+        files = {(item, arch): set(fs) for item, arch, fs in d["files"]}  # type: ignore[union-attr, misc]
+        return cls(d["rows"], d["where"], files)  # type: ignore[arg-type]
+
     def render(self) -> str:
+        """The table as printed: items down, architectures across, then the source line."""
         archs = list(CLAIMED)
         short = {a: a.replace("ForConditionalGeneration", "").replace("ForCausalLM", "") for a in archs}
         w = max(len(k) for k in self.rows) if self.rows else 10
@@ -366,10 +392,9 @@ def check(
             f"contract probe under {python} did not finish in {PROBE_TIMEOUT_S} s "
             "(importing vLLM hung?); run it again, or delete that venv to have it made anew"
         ) from None
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("CONTRACT ")]
-    if proc.returncode != 0 or not lines:
+    results = tagged_json(proc.stdout, "CONTRACT")
+    if proc.returncode != 0 or not isinstance(results, list):
         raise ContractError(f"contract probe failed under {python}: {proc.stderr.strip()[-1500:]}")
-    results: list[dict[str, str]] = json.loads(lines[-1][len("CONTRACT "):])
     rows: dict[str, dict[str, str]] = {}
     where: dict[str, str] = {}
     files: dict[tuple[str, str], set[str]] = {}

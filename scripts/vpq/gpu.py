@@ -31,7 +31,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-PYTEST = "pytest>=8"
+from vpq import proc
+from vpq.proc import PYTEST
 
 
 def no_cuda_reason(dev: Path = Path("/dev"), smi: str | None = "nvidia-smi") -> str | None:
@@ -48,21 +49,19 @@ def no_cuda_reason(dev: Path = Path("/dev"), smi: str | None = "nvidia-smi") -> 
     if exe is None:
         return f"no CUDA device: no {dev}/nvidia* device node and no nvidia-smi on PATH"
     try:
-        proc = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=30)
+        listed = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"no CUDA device: no {dev}/nvidia* device node and nvidia-smi failed ({exc})"
-    if proc.returncode == 0 and any(ln.startswith("GPU ") for ln in proc.stdout.splitlines()):
+    if listed.returncode == 0 and any(ln.startswith("GPU ") for ln in listed.stdout.splitlines()):
         return None
-    why = (proc.stderr or proc.stdout).strip().splitlines()[:1] or [f"exit {proc.returncode}"]
+    why = (listed.stderr or listed.stdout).strip().splitlines()[:1] or [f"exit {listed.returncode}"]
     return f"no CUDA device: no {dev}/nvidia* device node and nvidia-smi lists none ({why[0]})"
 
 
 def _run(cmd: list[str]) -> None:
     from vpq.venv import VenvError
 
-    print("+ " + " ".join(cmd), flush=True)
-    if subprocess.run(cmd).returncode != 0:
-        raise VenvError(f"{' '.join(cmd[:6])} ... failed (output above)")
+    proc.run(cmd, VenvError, stream=True)
 
 
 def host_wheel(root: Path) -> Path:

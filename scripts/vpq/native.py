@@ -23,15 +23,13 @@ This backend needs a CUDA torch 2.10 in the isolated build environment
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import zipfile
 from pathlib import Path
 
-from vpq import wheel
+from vpq import proc, wheel
 from vpq.errors import VpqError
 from vpq.files import VERSION_FILE, sha256_file
 
@@ -41,10 +39,7 @@ class NativeBuildError(VpqError):
 
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
-    proc = subprocess.run(cmd, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True)
-    if proc.returncode != 0:
-        tail = (proc.stdout[-2000:] + "\n" + proc.stderr[-2000:]).strip().replace("\n", " | ")
-        raise NativeBuildError(f"{' '.join(cmd[:4])} ... failed in {cwd}: {tail}")
+    proc.run(cmd, NativeBuildError, cwd=cwd, env=env)
 
 
 def _one(folder: Path, pattern: str, step: str) -> Path:

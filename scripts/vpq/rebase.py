@@ -41,7 +41,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from vpq import build, contract, fetch, lock, queue, series, tree, wheel
+from vpq import build, contract, contract_check, fetch, lock, queue, series, tree, wheel
 from vpq import git as g
 from vpq.errors import VpqError
 from vpq.files import write_atomic
@@ -105,7 +105,6 @@ class State:
     new_lock: str
     old_ref: str
     new_ref: str
-    common_txt_ref: str  # where the deps venv's requirements come from
     pending: list[list[str]]  # [commit, patch name]
     outcomes: list[dict[str, object]]
     table: dict[str, object]
@@ -126,19 +125,6 @@ def _load(root: Path) -> State:
     if not path.exists():
         raise RebaseError("no rebase is in progress (nothing to --continue or --abort)")
     return State(**json.loads(path.read_text()))
-
-
-def _table_to_json(t: contract.Table) -> dict[str, object]:
-    return {
-        "rows": t.rows,
-        "where": t.where,
-        "files": [[item, arch, sorted(fs)] for (item, arch), fs in t.files.items()],
-    }
-
-
-def _table_from_json(d: dict[str, object]) -> contract.Table:
-    files = {(item, arch): set(fs) for item, arch, fs in d["files"]}  # type: ignore[union-attr, misc]
-    return contract.Table(d["rows"], d["where"], files)  # type: ignore[arg-type]
 
 
 # --- the target release ----------------------------------------------------
@@ -273,7 +259,7 @@ def _patches_by_name(root: Path) -> dict[str, series.Patch]:
 
 def _run(root: Path, state: State, *, stop: bool = True) -> list[Outcome]:
     repo = root / build.WORK_DIR
-    table = _table_from_json(state.table)
+    table = contract.Table.from_json(state.table)
     patches = _patches_by_name(root)
     outcomes = [Outcome(**o) for o in state.outcomes]  # type: ignore[arg-type]
     while state.pending:
@@ -321,17 +307,16 @@ def _begin(root: Path, version: str, source: str) -> State:
             f"vllm {new.version} has no {names}: the series cannot be moved there. "
             "patches/, series and upstream.lock are unchanged."
         )
-    table = build.contract_table(root, repo, new_ref, prep.upstream_ref)
+    table = contract_check.for_tree(root / "build", repo, new_ref, prep.upstream_ref)
     commits = queue.commits_since(repo, prep.upstream_ref, queue.PATCHED_BRANCH)
     state = State(
         old_lock=lock.dumps(old),
         new_lock=lock.dumps(new),
         old_ref=prep.upstream_ref,
         new_ref=new_ref,
-        common_txt_ref=prep.upstream_ref,
         pending=[[c, p.name] for c, p in zip(commits, prep.patches, strict=True)],
         outcomes=[],
-        table=_table_to_json(table),
+        table=table.to_json(),
         started=time.time(),
     )
     g.git(["checkout", "-q", "-f", "-B", REBASE_BRANCH, new_ref], repo)
@@ -400,13 +385,10 @@ def _finish(root: Path, state: State, outcomes: list[Outcome]) -> Report:
     old = lock.parse(state.old_lock, Path("old"))
     new = lock.parse(state.new_lock, Path("new"))
     # The contract must hold on the rebased tree before anything is written.
-    table = build.contract_table(root, repo, REBASE_BRANCH, state.common_txt_ref)
-    if table.gaps:
-        gaps = "; ".join(f"{item} is {v} on {arch}" for item, arch, v in table.gaps)
-        raise RebaseError(
-            f"the rebased series does not meet the EAGLE-3 contract on vllm {new.version}: "
-            f"{gaps}. Fix it in {repo} (branch {REBASE_BRANCH}) and `{CONTINUE}`, or `{ABORT}`."
-        )
+    table = contract_check.for_tree(root / "build", repo, REBASE_BRANCH, state.old_ref)
+    gaps = table.gap_message(f"the rebased series on vllm {new.version}")
+    if gaps:
+        raise RebaseError(f"{gaps}. Fix it in {repo} (branch {REBASE_BRANCH}) and `{CONTINUE}`, or `{ABORT}`.")
     old_patches = list(_patches_by_name(root).values())
     entries = queue.export(repo, state.new_ref, old_patches, head=REBASE_BRANCH)
     series.write(root, entries)

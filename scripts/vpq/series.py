@@ -145,6 +145,86 @@ def am_break(message: str) -> tuple[int, str] | None:
     return None
 
 
+def _read_hunk(lines: list[bytes], i: int, path: Path, file: str, index: int) -> tuple[Hunk, int]:
+    """Read the hunk whose ``@@`` header is ``lines[i]``; return it and the
+    index of the line after it.
+
+    Raises:
+        SeriesError: a bad header, or a body that is truncated or malformed.
+    """
+    header = lines[i]
+    m = _HUNK_RE.match(header)
+    if not m:
+        raise SeriesError(f"{path}: bad hunk header {header.decode(errors='replace')!r}")
+    old_start = int(m.group(1))
+    old_len = int(m.group(2)) if m.group(2) is not None else 1
+    new_len = int(m.group(4)) if m.group(4) is not None else 1
+    old: list[bytes] = []
+    o = n = 0
+    i += 1
+    while i < len(lines) and (o < old_len or n < new_len):
+        line = lines[i]
+        tag, text = line[:1], line[1:]
+        if tag == b" " or line == b"":
+            old.append(text)
+            o, n = o + 1, n + 1
+        elif tag == b"-":
+            old.append(text)
+            o += 1
+        elif tag == b"+":
+            n += 1
+        elif tag != b"\\":
+            raise SeriesError(
+                f"{path}: hunk #{index} of {file} ({header.decode()}) is truncated or malformed"
+            )
+        i += 1
+    hunk = Hunk(file=file, index=index, old_start=old_start, old_len=old_len,
+                header=header.decode(errors="replace"), old_lines=tuple(old))
+    return hunk, i
+
+
+@dataclass
+class _Diff:
+    """What a patch's diff touches: files, added and deleted files, hunks."""
+
+    files: list[str] = field(default_factory=list)
+    new_files: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    hunks: list[Hunk] = field(default_factory=list)
+
+
+def _read_diff(diff: bytes, path: Path) -> _Diff:
+    """Parse the ``diff --git`` sections of a patch.
+
+    Raises:
+        SeriesError: a ``diff --git`` line or a hunk cannot be parsed.
+    """
+    out = _Diff()
+    cur: str | None = None
+    per_file = 0
+    lines = diff.split(b"\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith(b"diff --git "):
+            m = re.match(rb"diff --git a/(\S+) b/(\S+)", line)
+            if not m:
+                raise SeriesError(f"{path}: cannot parse {line.decode(errors='replace')!r}")
+            cur, per_file = m.group(2).decode(), 0
+            out.files.append(cur)
+        elif line.startswith(b"new file mode") and cur:
+            out.new_files.append(cur)
+        elif line.startswith(b"deleted file mode") and cur:
+            out.deleted.append(cur)
+        elif line.startswith(b"@@ ") and cur:
+            per_file += 1
+            hunk, i = _read_hunk(lines, i, path, cur, per_file)
+            out.hunks.append(hunk)
+            continue
+        i += 1
+    return out
+
+
 def parse_patch(root: Path, name: str) -> Patch:
     """Parse ``patches/<name>``.
 
@@ -163,84 +243,12 @@ def parse_patch(root: Path, name: str) -> Patch:
     if not subject:
         raise SeriesError(f"{path}: no Subject: header; is it a git format-patch mail?")
     payload = msg.get_payload()
-    body = payload if isinstance(payload, str) else ""
-    body = body.split("\n---\n", 1)[0]
-    files: list[str] = []
-    new_files: list[str] = []
-    deleted: list[str] = []
-    hunks: list[Hunk] = []
-    cur: str | None = None
-    per_file = 0
-    lines = diff.split(b"\n")
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith(b"diff --git "):
-            m = re.match(rb"diff --git a/(\S+) b/(\S+)", line)
-            if not m:
-                raise SeriesError(f"{path}: cannot parse {line.decode(errors='replace')!r}")
-            cur = m.group(2).decode()
-            files.append(cur)
-            per_file = 0
-        elif line.startswith(b"new file mode") and cur:
-            new_files.append(cur)
-        elif line.startswith(b"deleted file mode") and cur:
-            deleted.append(cur)
-        elif line.startswith(b"@@ ") and cur:
-            m = _HUNK_RE.match(line)
-            if not m:
-                raise SeriesError(f"{path}: bad hunk header {line.decode(errors='replace')!r}")
-            old_start = int(m.group(1))
-            old_len = int(m.group(2)) if m.group(2) is not None else 1
-            new_len = int(m.group(4)) if m.group(4) is not None else 1
-            per_file += 1
-            old: list[bytes] = []
-            o = n = 0
-            i += 1
-            while i < len(lines) and (o < old_len or n < new_len):
-                body_line = lines[i]
-                tag, text = body_line[:1], body_line[1:]
-                if tag == b" " or body_line == b"":
-                    old.append(text)
-                    o += 1
-                    n += 1
-                elif tag == b"-":
-                    old.append(text)
-                    o += 1
-                elif tag == b"+":
-                    n += 1
-                elif tag == b"\\":
-                    pass
-                else:
-                    raise SeriesError(
-                        f"{path}: hunk #{per_file} of {cur} ({line.decode()}) "
-                        f"is truncated or malformed"
-                    )
-                i += 1
-            hunks.append(
-                Hunk(
-                    file=cur,
-                    index=per_file,
-                    old_start=old_start,
-                    old_len=old_len,
-                    header=line.decode(errors="replace"),
-                    old_lines=tuple(old),
-                )
-            )
-            continue
-        i += 1
+    body = (payload if isinstance(payload, str) else "").split("\n---\n", 1)[0]
+    d = _read_diff(diff, path)
     return Patch(
-        name=name,
-        path=path,
-        data=data,
-        subject=subject,
-        author=str(msg.get("From", "")),
-        date=str(msg.get("Date", "")),
-        body=body,
-        files=tuple(files),
-        new_files=tuple(new_files),
-        deleted_files=tuple(deleted),
-        hunks=tuple(hunks),
+        name=name, path=path, data=data, subject=subject, author=str(msg.get("From", "")),
+        date=str(msg.get("Date", "")), body=body, files=tuple(d.files),
+        new_files=tuple(d.new_files), deleted_files=tuple(d.deleted), hunks=tuple(d.hunks),
     )
 
 
@@ -258,14 +266,14 @@ def lint(root: Path) -> list[str]:
 
     Checks: every listed file exists and is listed once; no file in
     ``patches/`` is left out; every file ends with a newline; each patch is
-    a diff with a why-body, a Yocto ``Upstream-Status:`` and a DEP-3
-    ``Forwarded:`` trailer, and no ``[PATCH n/m]`` subject.
+    an LF file and a diff with a why-body, a Yocto ``Upstream-Status:`` and
+    a DEP-3 ``Forwarded:`` trailer, and no ``[PATCH n/m]`` subject.
     """
-    problems: list[str] = []
     try:
         names = read_series(root)
     except SeriesError as exc:
         return [str(exc)]
+    problems: list[str] = []
     series_path = root / SERIES_FILE
     raw = series_path.read_bytes()
     if raw and not raw.endswith(b"\n"):
@@ -284,33 +292,35 @@ def lint(root: Path) -> list[str]:
         except SeriesError as exc:
             problems.append(str(exc))
             continue
-        where = patch.path
-        if patch.data.split(b"\n", 1)[0].endswith(b"\r"):
-            problems.append(
-                f"{where}: has CRLF line endings, so git am and the exact-context check "
-                "would misread it. Patches are byte-exact LF files: the repository's "
-                ".gitattributes marks them -text, but this checkout converted them "
-                "(core.autocrlf=true?). Check them out again unconverted: "
-                "`git -c core.autocrlf=false checkout -- patches series upstream.lock`"
-            )
-            continue
-        if not patch.data.endswith(b"\n"):
-            problems.append(f"{where}: does not end with a newline")
-        if re.match(r"\[PATCH", patch.subject):
-            problems.append(f"{where}: subject carries a [PATCH] prefix")
-        if not UPSTREAM_STATUS_RE.search(patch.body):
-            problems.append(
-                f"{where}: no valid 'Upstream-Status:' trailer (Yocto values: "
-                "Pending, Submitted [url], Backport [version], Denied, "
-                "Inappropriate [reason], Inactive-Upstream)"
-            )
-        if not FORWARDED_RE.search(patch.body):
-            problems.append(
-                f"{where}: no valid 'Forwarded:' trailer (DEP-3: no, not-needed or a URL)"
-            )
-        why_problem = _why_problem(patch.body)
-        if why_problem:
-            problems.append(f"{where}: {why_problem}")
+        problems += [f"{patch.path}: {p}" for p in _patch_problems(patch)]
+    return problems
+
+
+def _patch_problems(patch: Patch) -> list[str]:
+    """What is wrong with one patch file, each without the file name."""
+    if patch.data.split(b"\n", 1)[0].endswith(b"\r"):
+        return [
+            "has CRLF line endings, so git am and the exact-context check would misread "
+            "it. Patches are byte-exact LF files: the repository's .gitattributes marks "
+            "them -text, but this checkout converted them (core.autocrlf=true?). Check "
+            "them out again unconverted: "
+            "`git -c core.autocrlf=false checkout -- patches series upstream.lock`"
+        ]
+    problems = []
+    if not patch.data.endswith(b"\n"):
+        problems.append("does not end with a newline")
+    if re.match(r"\[PATCH", patch.subject):
+        problems.append("subject carries a [PATCH] prefix")
+    if not UPSTREAM_STATUS_RE.search(patch.body):
+        problems.append(
+            "no valid 'Upstream-Status:' trailer (Yocto values: Pending, Submitted [url], "
+            "Backport [version], Denied, Inappropriate [reason], Inactive-Upstream)"
+        )
+    if not FORWARDED_RE.search(patch.body):
+        problems.append("no valid 'Forwarded:' trailer (DEP-3: no, not-needed or a URL)")
+    why_problem = _why_problem(patch.body)
+    if why_problem:
+        problems.append(why_problem)
     return problems
 
 

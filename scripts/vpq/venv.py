@@ -14,19 +14,18 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from filelock import FileLock
 
-from vpq import fetch
+from vpq import fetch, proc
 from vpq.errors import VpqError
 from vpq.files import sha256_file
+from vpq.proc import PYTEST  # tests/semantics run inside the wheel venvs
 
 TORCH_CPU = "torch==2.13.0"
-PYTEST = "pytest>=8"  # for tests/semantics, which run inside the wheel venvs
 
 
 class VenvError(VpqError):
@@ -34,10 +33,7 @@ class VenvError(VpqError):
 
 
 def _run(cmd: list[str]) -> None:
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        tail = (proc.stdout[-2000:] + proc.stderr[-2000:]).strip().replace("\n", " | ")
-        raise VenvError(f"{' '.join(cmd[:6])} ... failed: {tail}")
+    proc.run(cmd, VenvError)
 
 
 def _site_packages(venv: Path) -> Path:
@@ -70,7 +66,7 @@ def cached(dest: Path, make: Callable[[Path], object]) -> Path:
     return dest
 
 
-def deps_env(root: Path, common_txt: bytes) -> Path:
+def deps_env(common_txt: bytes) -> Path:
     """The cached deps venv for ``common_txt``; made on first use."""
     key = hashlib.sha256(common_txt + TORCH_CPU.encode() + PYTEST.encode() + sys.version.encode()).hexdigest()[:12]
     req = envs_dir() / f"common-{key}.txt"
@@ -101,7 +97,7 @@ def wheel_env(dest: Path, deps: Path, wheel: Path) -> Path:
     return py
 
 
-def cached_wheel_env(root: Path, deps: Path, wheel: Path) -> Path:
+def cached_wheel_env(deps: Path, wheel: Path) -> Path:
     """``wheel_env`` under ``<cache>/envs/wheel-<sha256[:12]>``, reused while
     the same wheel bytes are installed there."""
     dest = cached(envs_dir() / f"wheel-{sha256_file(wheel)[:12]}", lambda d: wheel_env(d, deps, wheel))

@@ -6,7 +6,6 @@ venv (a few minutes); later runs reuse both.
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 from vpq import build, fetch, fixture, lock
 from vpq import git as g
 from vpq import venv as envs
+from vpq.proc import tagged_json
 
 from tests.conftest import REPO_ROOT
 
@@ -43,7 +43,7 @@ def deps_venv(pin: lock.Lock, built: dict[str, build.Result]) -> Path:
     common = g.git(
         ["show", f"upstream/{pin.version}:requirements/common.txt"], REPO_ROOT / build.WORK_DIR
     ).stdout
-    return envs.deps_env(REPO_ROOT, common)
+    return envs.deps_env(common)
 
 
 @pytest.fixture(scope="session")
@@ -60,9 +60,9 @@ def run_probe(python: Path, configs: tuple[Path, Path]) -> dict[str, object]:
         [str(python), str(PROBE), str(configs[0]), str(configs[1])],
         capture_output=True, text=True, timeout=600,
     )
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("PROBE ")]
-    assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads(lines[-1][len("PROBE "):])
+    result = tagged_json(proc.stdout, "PROBE")
+    assert proc.returncode == 0 and result is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return result  # type: ignore[return-value]
 
 
 @pytest.fixture(scope="session")

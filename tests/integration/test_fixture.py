@@ -9,12 +9,12 @@ would, offline and without ``skip_tokenizer_init``; the GPU tests
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
 import pytest
 from vpq import fixture
+from vpq.proc import tagged_json
 
 PROBE = Path(__file__).with_name("fixture_probe.py")
 
@@ -25,9 +25,9 @@ def probe(patched_python: Path, tiny_configs: tuple[Path, Path]) -> dict[str, di
         [str(patched_python), str(PROBE), *map(str, tiny_configs)],
         capture_output=True, text=True, timeout=900,
     )
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("PROBE ")]
-    assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads(lines[-1][len("PROBE "):])
+    result = tagged_json(proc.stdout, "PROBE")
+    assert proc.returncode == 0 and result is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return result  # type: ignore[return-value]
 
 
 def _ok(res: dict) -> dict:

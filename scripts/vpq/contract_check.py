@@ -1,0 +1,118 @@
+"""Running the EAGLE-3 contract check on a tree or a built wheel.
+
+``vpq.contract`` discovers what vLLM's EAGLE-3 path uses on the target model
+(from source) and checks it in an interpreter that imports vLLM; this module
+supplies both: the source at a ref of the work repository, and a CPU venv
+made from that tree's ``requirements/common.txt``. It is used by ``build``
+(after each build), ``rebase`` (on the target and the rebased tree) and the
+CLI (``nox -s contract``).
+
+A wheel's verdict is cached under ``<cache>/contract/``, keyed by the
+wheel's sha256, the discovered items and the contract code's own source, so
+a warm ``build_wheel`` with an unchanged series does not import vLLM again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+from vpq import build, contract, fetch, queue, tree, venv
+from vpq import git as g
+from vpq.files import sha256_file, write_atomic
+
+
+def _reader(repo: Path, ref: str) -> Callable[[str], str]:
+    """A reader of files at ``ref`` of the work repository, for discovery."""
+
+    def read(path: str) -> str:
+        return g.git(["show", f"{ref}:{path}"], repo).stdout.decode()
+
+    return read
+
+
+def _deps(repo: Path, common_ref: str) -> Path:
+    """The cached deps venv for ``common_ref``'s ``requirements/common.txt``."""
+    return venv.deps_env(g.git(["show", f"{common_ref}:requirements/common.txt"], repo).stdout)
+
+
+def _cache_key(wheel_sha256: str, items: list[contract.Item]) -> str:
+    code = b"".join(Path(m.__file__).read_bytes() for m in (contract,)) + contract.PROBE.read_bytes()
+    payload = json.dumps([wheel_sha256, [asdict(i) for i in items]], sort_keys=True).encode()
+    return hashlib.sha256(code + payload).hexdigest()[:24]
+
+
+def for_wheel(repo: Path, ref: str, common_ref: str, wheel_path: Path) -> contract.Table:
+    """The contract discovered at ``ref`` of the work repository, checked
+    with ``wheel_path`` installed (``--no-deps``) over a CPU deps venv made
+    from ``common_ref``'s ``requirements/common.txt``. Cached by the wheel's
+    sha256, the items and the contract code.
+
+    Raises:
+        ContractError, VenvError.
+    """
+    read = _reader(repo, ref)
+    items = contract.discover(read)
+    modules = contract.model_modules(read(contract.REGISTRY))
+    cached = fetch.cache_dir() / "contract" / f"{_cache_key(sha256_file(wheel_path), items)}.json"
+    if cached.is_file():
+        return contract.Table.from_json(json.loads(cached.read_text()))
+    python = venv.cached_wheel_env(_deps(repo, common_ref), wheel_path)
+    table = contract.check(python, items, modules=modules)
+    write_atomic(cached, json.dumps(table.to_json()).encode())
+    return table
+
+
+def for_tree(work_root: Path, repo: Path, ref: str, common_ref: str) -> contract.Table:
+    """The contract discovered and checked on the source tree at ``ref``
+    (vLLM imported from an export of it, in a temporary directory under
+    ``work_root``), over the deps venv for ``common_ref``: what the rebase
+    uses, no wheel needed.
+
+    Raises:
+        ContractError, VenvError.
+    """
+    read = _reader(repo, ref)
+    items = contract.discover(read)
+    modules = contract.model_modules(read(contract.REGISTRY))
+    deps = _deps(repo, common_ref)
+    work_root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=work_root, prefix=".contract-") as tmp:
+        src = Path(tmp) / "src"
+        tree.export_tree(repo, ref, src)
+        return contract.check(deps / "bin" / "python", items, sys_path=src, modules=modules)
+
+
+def require(table: contract.Table, what: str) -> None:
+    """Raise when ``table`` has a gap.
+
+    Raises:
+        ContractError: naming every gap (``Table.gap_message``).
+    """
+    message = table.gap_message(what)
+    if message:
+        raise contract.ContractError(message)
+
+
+def for_checkout(root: Path, *, upstream: bool = False) -> contract.Table:
+    """``nox -s contract``: the table for this host's platform, on the wheel
+    built from the series (into ``build/wheels``), or with ``upstream`` on
+    the pinned, unpatched release wheel. The series is applied once.
+
+    Raises:
+        ContractError, VenvError, and any error of ``build``.
+    """
+    prep = build.prepare(root)
+    plat = build.host_platform()
+    if upstream:
+        pinned = prep.lock.wheel(plat)
+        wheel_path = fetch.fetch(prep.lock.name, pinned.filename, pinned.sha256)
+        ref = prep.upstream_ref
+    else:
+        (res,) = build.build_wheels(root, platform=plat, out_dir=root / "build" / "wheels", prep=prep)
+        wheel_path, ref = res.wheel.path, queue.PATCHED_BRANCH
+    return for_wheel(prep.repo, ref, prep.upstream_ref, wheel_path)
