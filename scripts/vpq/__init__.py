@@ -1,10 +1,25 @@
 """vpq: a quilt-style patch queue over a pinned vLLM release.
 
-One module per noun: ``lock`` (upstream.lock), ``fetch`` (hash-checked
-download cache), ``series`` (series file and patch mails), ``git`` (thin git
-runner), ``tree`` (upstream trees as git commits), ``queue`` (apply/export
-the series), ``wheel`` (overlay build), ``audit`` (built vs upstream wheel),
-``cli`` (argument parsing and error mapping).
+One module per noun:
+
+- inputs: ``lock`` (upstream.lock), ``series`` (series file and patch mails),
+  ``fetch`` (hash-checked download cache), ``files`` (atomic writes, hashes,
+  shared constants);
+- trees: ``git`` (thin git runner), ``tree`` (upstream trees as git commits),
+  ``queue`` (apply and export the series), ``worklock`` (one command at a
+  time on a checkout);
+- wheels: ``wheel`` (overlay build, tags, label), ``native`` (vLLM's own
+  build as a second backend), ``audit`` (built vs upstream wheel), ``build``
+  (the pipeline: pin -> patched tree -> audited wheels);
+- EAGLE-3: ``contract`` (discovery and the verdict table),
+  ``contract_probe`` (runs inside a vLLM venv), ``contract_check`` (runs the
+  contract on a tree or a wheel, cached), ``venv`` (CPU venvs that import a
+  wheel), ``fixture`` and ``kimi_k25_tiny_image_processor`` (the tiny
+  Kimi-K2.5 checkpoint), ``gpu`` (the GPU test session);
+- moving the pin: ``rebase``;
+- the rest: ``proc`` (child processes, the probe line protocol), ``bench``
+  (timings), ``errors`` (the base exception), ``cli`` and ``__main__``
+  (argument parsing, error mapping).
 """
 
 __all__ = ["VpqError"]

@@ -1,6 +1,6 @@
 """Comparing a built wheel with the upstream release wheel.
 
-The rule (CONVENTIONS.md): the members that differ from the upstream wheel
+The rule: the members that differ from the upstream wheel
 are exactly the files the series changes, plus ``vllm/_version.py`` and the
 dist-info; each changed member holds exactly the patched tree's bytes; the
 tags are upstream's, and ``WHEEL`` (parsed the standard way) names the
@@ -41,6 +41,53 @@ def _is_dist_info(name: str) -> bool:
     return name.split("/", 1)[0].endswith(".dist-info")
 
 
+def _differing(zb: zipfile.ZipFile, zu: zipfile.ZipFile) -> set[str]:
+    """Members outside the dist-info that differ (by CRC-32 and size) or are
+    in one wheel only."""
+    b = {i.filename: i for i in zb.infolist()}
+    u = {i.filename: i for i in zu.infolist()}
+    differing = set()
+    for name in b.keys() | u.keys():
+        bi, ui = b.get(name), u.get(name)
+        if _is_dist_info(name):
+            continue
+        if bi is None or ui is None or (bi.CRC, bi.file_size) != (ui.CRC, ui.file_size):
+            differing.add(name)
+    return differing
+
+
+def _change_problems(zb: zipfile.ZipFile, differing: set[str], expected: dict[str, bytes | None]) -> list[str]:
+    """Where the differing members are not exactly the series' changes."""
+    names = set(zb.namelist())
+    allowed = set(expected) | {VERSION_FILE}
+    problems = [f"{n} differs from upstream but the series does not change it" for n in sorted(differing - allowed)]
+    problems += [
+        f"{n} should differ from upstream (the series changes it) but does not" for n in sorted(allowed - differing)
+    ]
+    for name, content in sorted(expected.items()):
+        if content is None and name in names:
+            problems.append(f"{name} is deleted by the series but still in the wheel")
+        elif content is not None and name in names and zb.read(name) != content:
+            problems.append(f"{name} does not hold the patched tree's bytes")
+    return problems
+
+
+def _record_problems(zb: zipfile.ZipFile, di: str, differing: set[str]) -> list[str]:
+    """Where RECORD (PEP 376) disagrees with the members: unlisted members,
+    listed ghosts, and wrong rows for every rewritten member."""
+    names = set(zb.namelist())
+    rows = {r[0]: r for r in csv.reader(io.StringIO(zb.read(f"{di}/RECORD").decode())) if r}
+    problems = [f"{n} is not listed in RECORD" for n in sorted(names - set(rows))]
+    problems += [f"RECORD lists {n}, which is not in the wheel" for n in sorted(set(rows) - names)]
+    for name in sorted(differing | {n for n in names if n.startswith(di + "/")}):
+        if name not in names or name == f"{di}/RECORD" or name not in rows:
+            continue
+        data = zb.read(name)
+        if rows[name][1] != record_hash(data) or rows[name][2] != str(len(data)):
+            problems.append(f"RECORD row for {name} does not match its content")
+    return problems
+
+
 def audit(built: Path, upstream: Path, expected: dict[str, bytes | None]) -> AuditReport:
     """Check ``built`` against ``upstream``.
 
@@ -50,61 +97,26 @@ def audit(built: Path, upstream: Path, expected: dict[str, bytes | None]) -> Aud
 
     Raises:
         AuditError: listing every unexpected difference, missing change,
-            wrong content, tag mismatch or bad RECORD row.
+            wrong content, tag mismatch, bad ``WHEEL`` or bad RECORD row.
     """
     problems: list[str] = []
-    _, _, _, b_tags = parse_wheel_filename(built.name)
-    _, _, _, u_tags = parse_wheel_filename(upstream.name)
+    b_tags, u_tags = parse_wheel_filename(built.name)[3], parse_wheel_filename(upstream.name)[3]
     if b_tags != u_tags:
         problems.append(f"tags {sorted(map(str, b_tags))} differ from upstream's {sorted(map(str, u_tags))}")
     with zipfile.ZipFile(built) as zb, zipfile.ZipFile(upstream) as zu:
-        b = {i.filename: i for i in zb.infolist()}
-        u = {i.filename: i for i in zu.infolist()}
-        differing = set()
-        for name in b.keys() | u.keys():
-            if _is_dist_info(name):
-                continue
-            bi, ui = b.get(name), u.get(name)
-            if bi is None or ui is None or (bi.CRC, bi.file_size) != (ui.CRC, ui.file_size):
-                differing.add(name)
-        allowed = set(expected) | {VERSION_FILE}
-        for name in sorted(differing - allowed):
-            problems.append(f"{name} differs from upstream but the series does not change it")
-        for name in sorted(allowed - differing):
-            problems.append(f"{name} should differ from upstream (the series changes it) but does not")
-        for name, content in sorted(expected.items()):
-            if content is None:
-                if name in b:
-                    problems.append(f"{name} is deleted by the series but still in the wheel")
-            elif name in b and zb.read(name) != content:
-                problems.append(f"{name} does not hold the patched tree's bytes")
-        dist_infos = {n.split("/", 1)[0] for n in b if _is_dist_info(n)}
+        differing = _differing(zb, zu)
+        problems += _change_problems(zb, differing, expected)
+        dist_infos = {n.split("/", 1)[0] for n in zb.namelist() if _is_dist_info(n)}
         if len(dist_infos) != 1:
             problems.append(f"expected one dist-info directory, found {sorted(dist_infos)}")
         else:
             di = dist_infos.pop()
             problems += _wheel_file_problems(built.name, zb.read(f"{di}/WHEEL"))
-            rows = {
-                r[0]: r
-                for r in csv.reader(io.StringIO(zb.read(f"{di}/RECORD").decode()))
-                if r
-            }
-            for name in sorted(set(b) - set(rows)):
-                problems.append(f"{name} is not listed in RECORD")
-            for name in sorted(set(rows) - set(b)):
-                problems.append(f"RECORD lists {name}, which is not in the wheel")
-            for name in sorted(differing | {n for n in b if n.startswith(di + "/")}):
-                if name not in b or name == f"{di}/RECORD" or name not in rows:
-                    continue
-                data = zb.read(name)
-                want = record_hash(data)
-                if rows[name][1] != want or rows[name][2] != str(len(data)):
-                    problems.append(f"RECORD row for {name} does not match its content")
+            problems += _record_problems(zb, di, differing)
+        members = len(zb.namelist())
     if problems:
-        raise AuditError(
-            f"audit of {built.name} against {upstream.name} failed: " + "; ".join(problems)
-        )
-    return AuditReport(wheel=built, differing=tuple(sorted(differing)), members=len(b))
+        raise AuditError(f"audit of {built.name} against {upstream.name} failed: " + "; ".join(problems))
+    return AuditReport(wheel=built, differing=tuple(sorted(differing)), members=members)
 
 
 def _wheel_file_problems(filename: str, wheel_file: bytes) -> list[str]:

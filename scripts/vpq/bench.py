@@ -35,16 +35,20 @@ class Case:
 def measure(name: str, args: list[str], root: Path, *, cmd: list[str] | None = None,
             env: dict[str, str] | None = None) -> Case:
     """Run ``python -m vpq --root ROOT ARGS`` (or ``cmd``) and measure it."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        cmd or [sys.executable, "-m", "vpq", "--root", str(root), *args],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **(env or {})},
-    )
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - t0
-    ok = os.waitstatus_to_exitcode(status) == 0
-    if not ok and proc.stderr:
-        sys.stderr.write(f"{name}: {proc.stderr.read().decode()[-2000:]}\n")
+    # stderr goes to a file, not a pipe: a child writing more than a pipe
+    # holds (64 KiB) would block while we wait for it.
+    with tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            cmd or [sys.executable, "-m", "vpq", "--root", str(root), *args],
+            stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, **(env or {})},
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - t0
+        ok = os.waitstatus_to_exitcode(status) == 0
+        if not ok:
+            err.seek(0)
+            sys.stderr.write(f"{name}: {err.read().decode(errors='replace')[-2000:]}\n")
     return Case(name, round(seconds, 2), round(usage.ru_maxrss / 1024, 1), ok)
 
 
@@ -99,6 +103,7 @@ def run(root: Path, *, with_native: bool = True, rebase_target: str | None = "0.
 
 
 def render(cases: list[Case]) -> str:
+    """The bench table as printed: case, wall s, peak RSS MiB, ratio to the baseline."""
     w = max(len(c.name) for c in cases)
     lines = [f"{'case':<{w}}  {'wall s':>8}  {'peak RSS MiB':>12}  {'/ vLLM build':>12}  ok"]
     for c in cases:

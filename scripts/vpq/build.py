@@ -173,6 +173,54 @@ def platforms_for(pin: lock.Lock, choice: str) -> list[str]:
     return [choice]
 
 
+def _check_buildable(prep: Prepared, plats: list[str], backend: str, precompiled: bool) -> None:
+    """Refuse what this backend cannot build.
+
+    Raises:
+        BuildError: an unknown backend; a series touching what the
+            precompiled binaries depend on; setuptools for another platform.
+    """
+    if backend not in BACKENDS:
+        raise BuildError(f"unknown backend {backend!r}; use one of {BACKENDS}")
+    binary = wheel.touches_binary_inputs(list(prep.changed))
+    if binary and (backend == "overlay" or precompiled):
+        raise BuildError(
+            f"the series changes {', '.join(binary)}, which the precompiled "
+            "release binaries or the wheel metadata depend on; the overlay build "
+            "would ship binaries that do not match. Build with vLLM's own build "
+            "instead (`--backend setuptools --no-precompiled` on a CUDA host)."
+        )
+    if backend == "setuptools" and plats != [host_platform()]:
+        raise BuildError(
+            f"--backend setuptools builds for this host's platform only ({host_platform()}); "
+            f"pass --platform {host_platform()}"
+        )
+
+
+def _build_one(prep: Prepared, plat: str, staging: Path, backend: str, precompiled: bool) -> Result:
+    """Build and audit one platform's wheel into ``staging``.
+
+    With ``backend="setuptools"``, vLLM's own build makes the wheel, and the
+    overlay wheel (built too) must have the same files outside the dist-info.
+    """
+    pinned = prep.lock.wheel(plat)
+    up = fetch.fetch(prep.lock.name, pinned.filename, pinned.sha256)
+    label = label_for(prep.patches)
+    overlay = _overlay(prep, up)
+    built = wheel.build(up, overlay, label, manifest(prep, plat, label), staging)
+    if backend != "setuptools":
+        return Result(built, audit(built.path, up, overlay), plat)
+    src = prep.root / "build" / "native-src"
+    tree.export_tree(prep.repo, queue.PATCHED_BRANCH, src)
+    native_wheel = native.build(
+        src, up, label, manifest(prep, plat, label), staging / "native", precompiled=precompiled
+    )
+    report = audit(native_wheel.path, up, overlay)
+    compare_backends(native_wheel.path, built.path)
+    built.path.unlink()
+    return Result(native_wheel, report, plat)
+
+
 def build_wheels(
     root: Path,
     platform: str = "all",
@@ -184,62 +232,29 @@ def build_wheels(
 ) -> list[Result]:
     """Build and audit one wheel per platform into ``out_dir`` (``dist/``).
 
-    Raises:
-        BuildError: the series touches what the precompiled binaries depend
-            on; or any error of ``prepare``, ``wheel.build`` and ``audit``.
-            ``dist/`` is unchanged on any error. ``prep`` reuses an
-            already prepared work tree.
+    Platforms build concurrently in ``out_dir/.staging-*``; the wheels move
+    into ``out_dir`` only when all are built and audited. Callers that may
+    run beside another command hold the work-tree lock (``vpq.worklock``).
+    ``prep`` reuses an already prepared work tree.
 
     ``backend="setuptools"`` builds with vLLM's own build instead (see
     ``vpq.native``; this host's platform only) and, besides the audit, checks
     that its files equal the overlay wheel's outside the dist-info.
+
+    Raises:
+        BuildError: see ``_check_buildable``; or any error of ``prepare``,
+            ``wheel.build`` and ``audit``. ``dist/`` is unchanged on any error.
     """
-    if backend not in BACKENDS:
-        raise BuildError(f"unknown backend {backend!r}; use one of {BACKENDS}")
-    out_dir = out_dir or root / "dist"
     prep = prep or prepare(root, source)
-    binary = wheel.touches_binary_inputs(list(prep.changed))
-    if binary and (backend == "overlay" or precompiled):
-        raise BuildError(
-            f"the series changes {', '.join(binary)}, which the precompiled "
-            "release binaries or the wheel metadata depend on; the overlay build "
-            "would ship binaries that do not match. Build with vLLM's own build "
-            "instead (`--backend setuptools --no-precompiled` on a CUDA host)."
-        )
     plats = platforms_for(prep.lock, platform)
-    if backend == "setuptools" and plats != [host_platform()]:
-        raise BuildError(
-            f"--backend setuptools builds for this host's platform only ({host_platform()}); "
-            f"pass --platform {host_platform()}"
-        )
-    label = label_for(prep.patches)
-    up_wheels = {
-        p: fetch.fetch(prep.lock.name, prep.lock.wheel(p).filename, prep.lock.wheel(p).sha256)
-        for p in plats
-    }
+    _check_buildable(prep, plats, backend, precompiled)
+    out_dir = out_dir or root / "dist"
     out_dir.mkdir(parents=True, exist_ok=True)
     remove_stale_staging(out_dir)
     staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out_dir))
     try:
-
-        def one(plat: str) -> Result:
-            up = up_wheels[plat]
-            overlay = _overlay(prep, up)
-            built = wheel.build(up, overlay, label, manifest(prep, plat, label), staging)
-            if backend == "setuptools":
-                src = root / "build" / "native-src"
-                tree.export_tree(prep.repo, queue.PATCHED_BRANCH, src)
-                native_wheel = native.build(
-                    src, up, label, manifest(prep, plat, label), staging / "native", precompiled=precompiled
-                )
-                report = audit(native_wheel.path, up, overlay)
-                compare_backends(native_wheel.path, built.path)
-                built.path.unlink()
-                return Result(native_wheel, report, plat)
-            return Result(built, audit(built.path, up, overlay), plat)
-
         with ThreadPoolExecutor(max_workers=len(plats)) as pool:
-            results = list(pool.map(one, plats))
+            results = list(pool.map(lambda p: _build_one(prep, p, staging, backend, precompiled), plats))
         final = []
         for r in results:
             dest = out_dir / r.wheel.path.name

@@ -35,6 +35,7 @@ def _root(ns: argparse.Namespace) -> Path:
 
 
 def cmd_build(ns: argparse.Namespace) -> int:
+    """``vpq build``: apply the series, build and audit wheels, then check the contract."""
     t0 = time.monotonic()
     root = _root(ns)
     prep = build.prepare(root, ns.upstream_source)
@@ -65,6 +66,7 @@ def _report_contract(table: contract.Table, what: str) -> int:
 
 
 def cmd_bench(ns: argparse.Namespace) -> int:
+    """``vpq bench``: time the builds against vLLM's own build."""
     cases = bench.run(_root(ns), with_native=not ns.no_native, rebase_target=ns.rebase_target)
     print(bench.render(cases))
     print("written to build/bench.json")
@@ -72,11 +74,13 @@ def cmd_bench(ns: argparse.Namespace) -> int:
 
 
 def cmd_contract(ns: argparse.Namespace) -> int:
+    """``vpq contract``: the EAGLE-3 contract table for the series (or ``--upstream``)."""
     what = "unpatched upstream" if ns.upstream else "the patched wheel"
     return _report_contract(contract_check.for_checkout(_root(ns), upstream=ns.upstream), what)
 
 
 def cmd_apply(ns: argparse.Namespace) -> int:
+    """``vpq apply``: the series applied in build/work, to add or edit patches."""
     prep = build.prepare(_root(ns), ns.upstream_source)
     print(f"{prep.repo}: branch {queue.PATCHED_BRANCH} = {prep.upstream_ref} + {len(prep.patches)} patches")
     print("Commit changes there, then run `nox -s export` to write patches/ and series.")
@@ -84,6 +88,7 @@ def cmd_apply(ns: argparse.Namespace) -> int:
 
 
 def cmd_export(ns: argparse.Namespace) -> int:
+    """``vpq export``: build/work's patch commits back into patches/ and series."""
     root = _root(ns)
     pin = lock.load(root)
     old = series.load(root)
@@ -101,6 +106,7 @@ def cmd_export(ns: argparse.Namespace) -> int:
 
 
 def cmd_rebase(ns: argparse.Namespace) -> int:
+    """``vpq rebase``: move the pin (or ``--check``, ``--continue``, ``--abort``)."""
     root = _root(ns)
     if ns.abort:
         rebase.abort(root)
@@ -134,13 +140,14 @@ def cmd_rebase(ns: argparse.Namespace) -> int:
           f"({report.seconds:.1f} s)")
     if ns.no_build:
         return 0
-    results = build.build_wheels(root)
+    results = build.build_wheels(root, source=ns.upstream_source)
     for r in results:
         print(f"built {r.wheel.path}\n  sha256 {r.wheel.sha256}")
     return 0
 
 
 def cmd_lint(ns: argparse.Namespace) -> int:
+    """``vpq lint``: lint series and patches; exit 1 on any problem."""
     problems = series.lint(_root(ns))
     for p in problems:
         print(p, file=sys.stderr)
@@ -150,6 +157,7 @@ def cmd_lint(ns: argparse.Namespace) -> int:
 
 
 def cmd_fetch(ns: argparse.Namespace) -> int:
+    """``vpq fetch``: the pinned files into the download cache."""
     pin = lock.load(_root(ns))
     for art in [pin.sdist, *(pin.wheel(p) for p in build.platforms_for(pin, ns.platform))]:
         print(fetch.fetch(pin.name, art.filename, art.sha256))
@@ -157,6 +165,7 @@ def cmd_fetch(ns: argparse.Namespace) -> int:
 
 
 def cmd_fixture(ns: argparse.Namespace) -> int:
+    """``vpq fixture DEST``: write the tiny Kimi-K2.5 checkpoint and EAGLE-3 head."""
     from vpq import fixture
 
     for path in fixture.write_fixture(Path(ns.dest).resolve()):
@@ -165,6 +174,7 @@ def cmd_fixture(ns: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
+    """The argument parser for every command."""
     ap = argparse.ArgumentParser(prog="vpq", description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--root", default=".", help="repository root (default: .)")
     sub = ap.add_subparsers(dest="cmd", required=True)

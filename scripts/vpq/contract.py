@@ -83,6 +83,7 @@ class Item:
 
     @property
     def label(self) -> str:
+        """The row label, e.g. ``model.set_aux_hidden_state_layers()``."""
         return {
             "interface": f"{self.name}(model)",
             "method": f"model.{self.name}()",
@@ -92,6 +93,7 @@ class Item:
 
     @property
     def file(self) -> str:
+        """The source file of ``where`` (``vllm/...py``)."""
         return self.where.rsplit(":", 1)[0]
 
 
@@ -174,6 +176,7 @@ class _ProposerVisitor(ast.NodeVisitor):
         self.items: list[Item] = []
 
     def visit_If(self, node: ast.If) -> None:  # noqa: N802
+        """Visit both branches under the architecture guard the test implies."""
         self.visit(node.test)
         pred = _predicate(node.test, self.target)
         for branch, value in ((node.body, True), (node.orelse, False)):
@@ -186,6 +189,7 @@ class _ProposerVisitor(ast.NodeVisitor):
         self.items.append(Item(kind, name, f"{self.path}:{getattr(node, 'lineno', 0)}", list(self.guards)))
 
     def visit_Attribute(self, node: ast.Attribute) -> None:  # noqa: N802
+        """Record a ``<target>.config.<attr>`` read under the current guards."""
         chain: list[str] = []
         cur: ast.AST = node
         while isinstance(cur, ast.Attribute):
@@ -198,10 +202,11 @@ class _ProposerVisitor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Assign(self, node: ast.Assign) -> None:  # noqa: N802
-        # Only reads count: skip assignment targets, visit the value.
+        """Visit the value only: assignment targets are not reads."""
         self.visit(node.value)
 
     def visit_Call(self, node: ast.Call) -> None:  # noqa: N802
+        """Record a method call on the target model under the current guards."""
         f = node.func
         if isinstance(f, ast.Attribute) and _refers_to_target(f.value, self.target):
             self._add("method", f.attr, node)

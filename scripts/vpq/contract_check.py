@@ -30,6 +30,7 @@ def _reader(repo: Path, ref: str) -> Callable[[str], str]:
     """A reader of files at ``ref`` of the work repository, for discovery."""
 
     def read(path: str) -> str:
+        """The text of ``path`` at the ref."""
         return g.git(["show", f"{ref}:{path}"], repo).stdout.decode()
 
     return read

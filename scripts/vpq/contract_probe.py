@@ -20,6 +20,7 @@ import textwrap
 
 
 def model_class(arch: str) -> type:
+    """The vLLM model class registered for ``arch``."""
     from vllm.model_executor.models.registry import _VLLM_MODELS
 
     module, name = _VLLM_MODELS[arch]
@@ -27,6 +28,7 @@ def model_class(arch: str) -> type:
 
 
 def config_class(model_type: str) -> type:
+    """The HF config class vLLM uses for ``model_type``, or None."""
     from vllm.transformers_utils.config import _CONFIG_REGISTRY
 
     if model_type in _CONFIG_REGISTRY:
@@ -37,6 +39,7 @@ def config_class(model_type: str) -> type:
 
 
 def is_stub(func: object) -> bool:
+    """Whether ``fn`` is only a ``Protocol`` stub (a body of ``...``/docstring/``return None``)."""
     try:
         src = textwrap.dedent(inspect.getsource(func))  # type: ignore[arg-type]
     except (OSError, TypeError):
@@ -65,6 +68,7 @@ def guard_holds(guard: dict, cls: type) -> bool | None:
 
 
 def verdict(item: dict, cls: type, arch: dict) -> str:
+    """ok | missing | stub | n/a for one item on one architecture."""
     if any(guard_holds(g, cls) is False for g in item["guards"]):
         return "n/a"
     kind, name = item["kind"], item["name"]
@@ -89,6 +93,7 @@ def verdict(item: dict, cls: type, arch: dict) -> str:
 
 
 def main() -> None:
+    """Read the items from stdin, print ``CONTRACT <json verdicts>``."""
     logging.disable(logging.WARNING)
     data = json.load(sys.stdin)
     sys.path[:0] = data.get("sys_path", [])

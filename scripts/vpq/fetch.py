@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -201,25 +200,5 @@ def fetch(project: str, filename: str, sha256: str) -> Path:
                 f"{filename}: sha256 mismatch. upstream.lock pins {sha256}, "
                 f"the download has {actual}. The file was not used."
             )
-        os.replace(tmp, dest)
-    return dest
-
-
-def add_local(path: Path, sha256: str) -> Path:
-    """Verify a local file against ``sha256`` and store it in the cache.
-
-    Raises:
-        FetchError: the file's sha256 differs (names file, expected, actual).
-    """
-    actual = sha256_file(path)
-    if actual != sha256:
-        raise FetchError(
-            f"{path}: sha256 mismatch. Expected {sha256}, file has {actual}."
-        )
-    dest = cached_path(path.name, sha256)
-    if not dest.is_file():
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_suffix(dest.suffix + ".part")
-        shutil.copyfile(path, tmp)
         os.replace(tmp, dest)
     return dest

@@ -86,6 +86,7 @@ def serving_env(root: Path, wheel_path: Path) -> Path:
     from vpq.venv import cached
 
     def make(dest: Path) -> None:
+        """Create the venv at ``dest`` and install the wheel with its dependencies."""
         _run([sys.executable, "-m", "venv", str(dest)])
         _run([str(dest / "bin" / "python"), "-m", "pip", "install", str(wheel_path), PYTEST])
 
@@ -106,6 +107,7 @@ def upstream_env(root: Path, serving_python: Path) -> Path:
 
 
 def parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m vpq.gpu``."""
     ap = argparse.ArgumentParser(
         prog="python -m vpq.gpu",
         description="GPU integration tests on the built wheel; other arguments go to pytest.",
@@ -119,6 +121,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def pytest_command(python: Path, ns: argparse.Namespace, upstream: Path | None, extra: list[str]) -> list[str]:
+    """The pytest command line that runs tests/gpu in ``python``'s venv."""
     cmd = [str(python), "-m", "pytest", "tests/gpu", "-p", "no:cacheprovider"]
     for opt in ("model", "drafter"):
         if getattr(ns, opt):
@@ -131,6 +134,7 @@ def pytest_command(python: Path, ns: argparse.Namespace, upstream: Path | None, 
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m vpq.gpu``: make the serving venvs and run tests/gpu; pytest's exit code."""
     from vpq.errors import VpqError
 
     ns, extra = parser().parse_known_args(argv)

@@ -132,9 +132,11 @@ class KimiK25TinyImageProcessor(BaseImageProcessor):
         )
 
     def split_video_chunks(self, video: Any) -> list[dict[str, Any]]:
+        """Videos are not supported by the tiny fixture: no chunks."""
         raise NotImplementedError("the tiny Kimi-K2.5 fixture processor is image-only")
 
     def to_dict(self) -> dict[str, Any]:
+        """The processor's settings, as ``save_pretrained`` writes them."""
         out = super().to_dict()
         out["media_proc_cfg"] = dict(self.media_proc_cfg)
         out.pop("num_frames_per_chunk", None)

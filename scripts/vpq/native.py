@@ -100,7 +100,7 @@ def finish(
     Raises:
         NativeBuildError: a ``wheel`` command failed.
     """
-    py_tag, abi_tag, plat_tag = wheel.wheel_tags(upstream_wheel.name).split("-")
+    py_tag, abi_tag, plat_tag = wheel.tag_part(upstream_wheel.name).split("-")
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".finish-") as tmp:
         t = Path(tmp)

@@ -12,7 +12,6 @@ This module knows nothing about wheels.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from vpq import git as g
@@ -23,7 +22,9 @@ from vpq.series import Patch, am_break
 PATCHED_BRANCH = "patched"
 REBASE_HINT = "If upstream moved, run `nox -s rebase_upstream` to refresh the series."
 
-#: Options that make format-patch output stable (see CONVENTIONS.md).
+#: Options that make format-patch output stable: the same commit gives the
+#: same bytes on any machine (zero commit id, no numbering, no signature or
+#: diffstat, no rename detection, 3 lines of context, UTF-8).
 FORMAT_PATCH_ARGS = [
     "format-patch",
     "--stdout",
@@ -40,14 +41,6 @@ FORMAT_PATCH_ARGS = [
 
 class ApplyError(VpqError):
     """A patch does not apply exactly."""
-
-
-@dataclass(frozen=True)
-class Applied:
-    """A patch applied as a commit."""
-
-    patch: Patch
-    commit: str
 
 
 def check_exact(repo: Path, patch: Patch) -> None:
@@ -90,7 +83,7 @@ def _find(lines: list[bytes], needle: tuple[bytes, ...]) -> int | None:
     return None
 
 
-def apply_series(repo: Path, upstream_ref: str, patches: list[Patch]) -> list[Applied]:
+def apply_series(repo: Path, upstream_ref: str, patches: list[Patch]) -> None:
     """Apply ``patches`` on ``upstream_ref`` as one commit each.
 
     The work directory ends on branch ``patched``.
@@ -101,13 +94,12 @@ def apply_series(repo: Path, upstream_ref: str, patches: list[Patch]) -> list[Ap
     """
     tree.checkout(repo, upstream_ref, PATCHED_BRANCH)
     try:
-        return _apply_all(repo, patches)
+        _apply_all(repo, patches)
     finally:
         record_tool_head(repo)
 
 
-def _apply_all(repo: Path, patches: list[Patch]) -> list[Applied]:
-    applied: list[Applied] = []
+def _apply_all(repo: Path, patches: list[Patch]) -> None:
     for patch in patches:
         check_exact(repo, patch)
         proc = g.git(
@@ -131,8 +123,6 @@ def _apply_all(repo: Path, patches: list[Patch]) -> list[Applied]:
             raise ApplyError(
                 f"{patch.path.as_posix()}: {where} does not apply: {first}. {REBASE_HINT}"
             )
-        applied.append(Applied(patch, g.out(["rev-parse", "HEAD"], repo)))
-    return applied
 
 
 _INDEX_LINE = re.compile(rb"^index [0-9a-f]+\.\.[0-9a-f]+(?: [0-7]+)?\n", re.MULTILINE)
@@ -193,6 +183,7 @@ def commits_since(repo: Path, base: str, head: str = "HEAD") -> list[str]:
 
 
 def subject_of(repo: Path, commit: str) -> str:
+    """The subject line of ``commit``, as git decodes it."""
     return g.out(["log", "-1", "--format=%s", commit], repo)
 
 

@@ -84,6 +84,7 @@ class Report:
     error: str = ""
 
     def render(self) -> str:
+        """The report as printed: one row per patch with its status and signals."""
         w = max([len(o.patch) for o in self.outcomes] + [5])
         lines = [f"vllm {self.old} -> {self.new}"]
         if self.error:
@@ -149,7 +150,7 @@ def target_lock(old: lock.Lock, version: str) -> tuple[lock.Lock, Path]:
         raise RebaseError(f"the package index has no {sdist_name}: is {old.name} {version} released?")
     wheels = {}
     for plat, art in old.wheels.items():
-        py_abi = wheel.wheel_tags(art.filename).rsplit("-", 1)[0]  # cp38-abi3
+        py_abi = wheel.tag_part(art.filename).rsplit("-", 1)[0]  # cp38-abi3
         cands = sorted(
             n for n in files
             if n.startswith(f"{old.name}-{version}-{py_abi}-") and n.endswith(f"_{plat}.whl")

@@ -70,10 +70,12 @@ class Patch:
 
     @property
     def sha256(self) -> str:
+        """Hex sha256 of the patch file's bytes."""
         return sha256_bytes(self.data)
 
     @property
     def upstream_status(self) -> str | None:
+        """The ``Upstream-Status:`` value, e.g. ``Backport [v0.18.0]``, or None."""
         m = UPSTREAM_STATUS_RE.search(self.body)
         return m.group(0).split(": ", 1)[1] if m else None
 

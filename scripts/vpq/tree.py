@@ -34,6 +34,7 @@ class TreeError(VpqError):
 
 
 def upstream_tag(version: str) -> str:
+    """The work repository's tag for an upstream version, ``upstream/<version>``."""
     return f"upstream/{version}"
 
 

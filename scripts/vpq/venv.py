@@ -72,6 +72,7 @@ def deps_env(common_txt: bytes) -> Path:
     req = envs_dir() / f"common-{key}.txt"
 
     def make(venv: Path) -> None:
+        """Create the deps venv at ``venv``: CPU torch, pytest, ``common.txt``."""
         _run([sys.executable, "-m", "venv", str(venv)])
         req.write_bytes(common_txt)
         _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", TORCH_CPU, PYTEST, "-r", str(req)])

@@ -217,7 +217,7 @@ def _plan(
     """
     name, up_version, _build, _tags = parse_wheel_filename(wheel_name)
     version = local_version(str(up_version), label)
-    tag_part = wheel_tags(wheel_name)
+    tags = tag_part(wheel_name)
     dist = str(name).replace("-", "_")
     infos = zin.infolist()
     names = [i.filename for i in infos]
@@ -229,12 +229,12 @@ def _plan(
     replaced[VERSION_FILE] = rewrite_version_py(zin.read(VERSION_FILE).decode(), version).encode()
     dist_info = {
         "METADATA": _rewrite_metadata(zin.read(f"{old_di}/METADATA").decode(), version).encode(),
-        "WHEEL": rewrite_wheel_file(zin.read(f"{old_di}/WHEEL"), tag_part_to_tags(tag_part), BUILD_TAG),
+        "WHEEL": rewrite_wheel_file(zin.read(f"{old_di}/WHEEL"), expand_tag_part(tags), BUILD_TAG),
         MANIFEST_NAME: (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode(),
     }
     record = csv.reader(io.StringIO(zin.read(f"{old_di}/RECORD").decode()))
     return _Plan(
-        out_name=f"{dist}-{version}-{BUILD_TAG}-{tag_part}.whl", version=version, old_di=old_di,
+        out_name=f"{dist}-{version}-{BUILD_TAG}-{tags}.whl", version=version, old_di=old_di,
         new_di=f"{dist}-{version}.dist-info", infos=infos,
         deleted=frozenset(p for p, c in overlay.items() if c is None), replaced=replaced,
         dist_info=dist_info, old_record={row[0]: row for row in record if row},
@@ -347,15 +347,15 @@ def build(
     return BuiltWheel(path=final, sha256=digest, version=plan.version)
 
 
-def wheel_tags(filename: str) -> str:
+def tag_part(filename: str) -> str:
     """The compressed tag set of a wheel file name, without its build tag if
     it has one, e.g. ``cp38-abi3-manylinux_2_31_x86_64`` (the last three
     dash-separated fields, PEP 427)."""
     return "-".join(filename[: -len(".whl")].split("-")[-3:])
 
 
-def tag_part_to_tags(tag_part: str) -> list[str]:
+def expand_tag_part(part: str) -> list[str]:
     """Expand ``cp38-abi3-manylinux_2_31_x86_64`` (compressed tag sets too)."""
-    py, abi, plat = tag_part.split("-")
+    py, abi, plat = part.split("-")
     return [f"{a}-{b}-{c}" for a in py.split(".") for b in abi.split(".") for c in plat.split(".")]
 

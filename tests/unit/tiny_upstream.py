@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import shutil
 import tarfile
 import textwrap
 import zipfile
@@ -67,6 +68,14 @@ def _wheel(path: Path) -> None:
             z.writestr(zipfile.ZipInfo(n, date_time=(2020, 1, 1, 0, 0, 0)), d, compress_type=zipfile.ZIP_DEFLATED)
 
 
+def _add_to_cache(path: Path, sha256: str) -> None:
+    """Put a local file into the download cache where ``fetch`` looks for it,
+    as a download of it would (the tests' index is offline)."""
+    dest = fetch.cached_path(path.name, sha256)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(path, dest)
+
+
 @dataclass
 class Upstream:
     root: Path  # the patch-queue repository
@@ -111,8 +120,8 @@ def upstream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Upstream:
     from vpq.files import sha256_file
 
     s_sha, w_sha = sha256_file(sdist), sha256_file(whl)
-    fetch.add_local(sdist, s_sha)
-    fetch.add_local(whl, w_sha)
+    _add_to_cache(sdist, s_sha)
+    _add_to_cache(whl, w_sha)
     root = tmp_path / "repo"
     (root / "patches").mkdir(parents=True)
     (root / "series").write_text("# test series\n")
