@@ -83,9 +83,11 @@ def contract(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Cold/warm build_wheel per platform, vLLM's own build, one rebase --check
-    step: wall time, peak RSS, ratio to vLLM's build. Writes build/bench.json."""
-    _vpq(session, "bench")
+    """Cold/warm build_wheel per platform, the whole `nox -s build_wheel` warm,
+    vLLM's own build, one rebase --check step: wall time, peak RSS, ratio to
+    vLLM's build. Writes build/bench.json."""
+    _install(session, "nox")
+    session.run("python", "-m", "vpq", "bench", *session.posargs)
 
 
 @nox.session

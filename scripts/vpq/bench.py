@@ -55,6 +55,15 @@ def measure(name: str, args: list[str], root: Path, *, cmd: list[str] | None = N
 BASELINE = "vLLM's own build"
 
 
+def _whole_command_warm(root: Path) -> Case:
+    """``nox -s build_wheel`` as a user types it (nox, the venv check, the
+    build of every platform into dist/, the contract check), run once to warm
+    every cache and measured the second time, with an unchanged series."""
+    nox = [sys.executable, "-m", "nox", "-f", str(root / "noxfile.py"), "-s", "build_wheel"]
+    measure("warm-up", [], root, cmd=nox)
+    return measure("nox -s build_wheel, whole command, warm", [], root, cmd=nox)
+
+
 def _vllm_own_build(root: Path, pin: lock.Lock, plat: str, out: Path) -> Case:
     """The baseline: exactly vLLM's documented Python-only build of the
     patched tree (``VLLM_USE_PRECOMPILED=1 python -m build --wheel``), with
@@ -86,6 +95,7 @@ def run(root: Path, *, with_native: bool = True, rebase_target: str | None = "0.
             cases.append(measure(f"build_wheel cold {plat}", ["build", "--platform", plat, *nc, "--out", str(out / "c")], root))
             cases.append(measure(f"build_wheel warm {plat}", ["build", "--platform", plat, *nc, "--out", str(out / "w")], root))
         cases.append(measure("build_wheel warm all platforms", ["build", "--platform", "all", *nc, "--out", str(out / "a")], root))
+        cases.append(_whole_command_warm(root))
         if with_native:
             host = build.host_platform()
             cases.append(_vllm_own_build(root, pin, host, out))

@@ -13,8 +13,11 @@ interrupted build leaves ``dist/`` as it was.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import platform as host
 import shutil
+import tarfile
 import tempfile
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
@@ -23,10 +26,12 @@ from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
+from vpq import audit as audit_module
 from vpq import contract, fetch, lock, native, queue, series, tree, wheel
 from vpq import git as g
 from vpq.audit import AuditReport, audit, compare_backends
 from vpq.errors import VpqError
+from vpq.files import write_atomic
 
 #: Target-model architectures the series makes EAGLE-3 capable; recorded in
 #: the manifest, checked by the contract and, on serving hosts, by
@@ -36,6 +41,10 @@ LABEL_PREFIX = "eagle3"
 BACKENDS = ("overlay", "setuptools")
 WORK_DIR = Path("build") / "work"
 STAGING_PREFIX = ".staging-"
+#: What a successful build leaves in ``dist/`` beside the wheels: its inputs'
+#: key and each wheel's name, size, mtime, sha256 and audit, so the next
+#: build with the same inputs can reuse the wheels (``reuse``).
+STAMP = ".vpq-build.json"
 
 
 class BuildError(VpqError):
@@ -261,9 +270,82 @@ def build_wheels(
             r.wheel.path.replace(dest)
             final.append(Result(wheel.BuiltWheel(dest, r.wheel.sha256, r.wheel.version), r.report, r.platform))
         drop_other_builds(out_dir, final[0].wheel.path.name)
+        _write_stamp(out_dir, _inputs_key(prep.root, prep.patches, plats, backend, source), final)
         return final
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _inputs_key(root: Path, patches: list[series.Patch], plats: list[str], backend: str, source: str) -> str:
+    """Everything a build's bytes depend on: the lock, the series, the
+    platforms, backend and upstream source, and the builder's own code."""
+    code = b"".join(Path(m.__file__).read_bytes() for m in (wheel, audit_module, native, queue, tree))
+    data = json.dumps([(root / lock.LOCK_FILE).read_text(), series.series_id(patches), plats, backend, source,
+                       wheel.BUILD_TAG, Path(__file__).read_text()])
+    return hashlib.sha256(code + data.encode()).hexdigest()
+
+
+def _write_stamp(out_dir: Path, key: str, results: list[Result]) -> None:
+    wheels = []
+    for r in results:
+        st = r.wheel.path.stat()
+        wheels.append({
+            "platform": r.platform, "name": r.wheel.path.name, "sha256": r.wheel.sha256,
+            "version": r.wheel.version, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+            "differing": list(r.report.differing), "members": r.report.members,
+        })
+    write_atomic(out_dir / STAMP, (json.dumps({"key": key, "wheels": wheels}, indent=1) + "\n").encode())
+
+
+def reuse(
+    root: Path, platform: str = "all", out_dir: Path | None = None, backend: str = "overlay",
+    source: str = "sdist",
+) -> list[Result] | None:
+    """The wheels the last build with these same inputs left in ``out_dir``
+    (``dist/``), when each is still there with the size and mtime that build
+    gave it; None otherwise (then build). Builds are reproducible, so the
+    same inputs would give the same bytes.
+
+    Raises:
+        LockError, SeriesError: the inputs do not load.
+    """
+    pin, patches = load_inputs(root)
+    out_dir = out_dir or root / "dist"
+    try:
+        stamp = json.loads((out_dir / STAMP).read_text())
+    except (OSError, ValueError):
+        return None
+    if stamp.get("key") != _inputs_key(root, patches, platforms_for(pin, platform), backend, source):
+        return None
+    results = []
+    for w in stamp["wheels"]:
+        path = out_dir / w["name"]
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        if (st.st_size, st.st_mtime_ns) != (w["size"], w["mtime_ns"]):
+            return None
+        report = AuditReport(path, tuple(w["differing"]), w["members"])
+        results.append(Result(wheel.BuiltWheel(path, w["sha256"], w["version"]), report, w["platform"]))
+    return results
+
+
+def common_txt(pin: lock.Lock) -> bytes:
+    """vLLM's ``requirements/common.txt`` from the pinned sdist (for the CPU
+    venvs that import a wheel).
+
+    Raises:
+        FetchError: the sdist cannot be had; BuildError: it has no such file.
+    """
+    sdist = fetch.fetch(pin.name, pin.sdist.filename, pin.sdist.sha256)
+    with tarfile.open(sdist) as tar:
+        for member in tar:
+            if member.name.endswith("/requirements/common.txt") and member.name.count("/") == 2:
+                data = tar.extractfile(member)
+                if data is not None:
+                    return data.read()
+    raise BuildError(f"{sdist.name} has no requirements/common.txt")
 
 
 def remove_stale_staging(out_dir: Path) -> None:

@@ -35,25 +35,32 @@ def _root(ns: argparse.Namespace) -> Path:
 
 
 def cmd_build(ns: argparse.Namespace) -> int:
-    """``vpq build``: apply the series, build and audit wheels, then check the contract."""
+    """``vpq build``: apply the series, build and audit wheels, then check the
+    contract. With unchanged inputs it reuses dist/'s wheels (``--force``
+    rebuilds)."""
     t0 = time.monotonic()
     root = _root(ns)
-    prep = build.prepare(root, ns.upstream_source)
-    results = build.build_wheels(
-        root, platform=ns.platform, out_dir=Path(ns.out).resolve() if ns.out else None, prep=prep,
-        backend=ns.backend, precompiled=not ns.no_precompiled,
-    )
+    out = Path(ns.out).resolve() if ns.out else None
+    how = dict(platform=ns.platform, out_dir=out, backend=ns.backend, source=ns.upstream_source)
+    results = None if ns.force or ns.no_precompiled else build.reuse(root, **how)
+    if results is None:
+        prep = build.prepare(root, ns.upstream_source)
+        results = build.build_wheels(root, prep=prep, precompiled=not ns.no_precompiled, **how)
+        verb = "built"
+    else:
+        verb = "up to date (same inputs as the last build; --force rebuilds)"
     for r in results:
-        print(f"built {r.wheel.path}")
+        print(f"{verb}: {r.wheel.path}")
         print(f"  sha256 {r.wheel.sha256}")
         print(f"  audit ok: {r.report.members} members; differ from upstream: "
               f"{', '.join(r.report.differing)} + dist-info")
-    print(f"built in {time.monotonic() - t0:.1f} s")
+    print(f"done in {time.monotonic() - t0:.1f} s")
     mine = [r for r in results if r.platform == build.host_platform()]
     if ns.no_contract or not mine:
         print("contract check skipped" + ("" if mine else " (no wheel for this host's platform)"))
         return 0
-    table = contract_check.for_wheel(prep.repo, queue.PATCHED_BRANCH, prep.upstream_ref, mine[0].wheel.path)
+    pin = lock.load(root)
+    table = contract_check.for_wheel(mine[0].wheel.path, lambda: build.common_txt(pin), mine[0].wheel.sha256)
     return _report_contract(table, "the patched wheel")
 
 
@@ -192,6 +199,8 @@ def parser() -> argparse.ArgumentParser:
                         "series touches compiled code)")
     b.add_argument("--no-precompiled", action="store_true",
                    help="with --backend setuptools: full compile of csrc/ (CUDA build host only)")
+    b.add_argument("--force", action="store_true",
+                   help="build even if dist/ holds the wheels of these same inputs")
     b.add_argument("--no-contract", action="store_true",
                    help="skip the EAGLE-3 contract check after the build (it needs a CPU venv)")
     b.set_defaults(func=cmd_build)

@@ -17,11 +17,12 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
+import zipfile
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-from vpq import build, contract, fetch, queue, tree, venv
+from vpq import build, contract, fetch, tree, venv
 from vpq import git as g
 from vpq.files import sha256_file, write_atomic
 
@@ -42,27 +43,32 @@ def _deps(repo: Path, common_ref: str) -> Path:
 
 
 def _cache_key(wheel_sha256: str, items: list[contract.Item]) -> str:
-    code = b"".join(Path(m.__file__).read_bytes() for m in (contract,)) + contract.PROBE.read_bytes()
+    code = Path(contract.__file__).read_bytes() + contract.PROBE.read_bytes()
     payload = json.dumps([wheel_sha256, [asdict(i) for i in items]], sort_keys=True).encode()
     return hashlib.sha256(code + payload).hexdigest()[:24]
 
 
-def for_wheel(repo: Path, ref: str, common_ref: str, wheel_path: Path) -> contract.Table:
-    """The contract discovered at ``ref`` of the work repository, checked
-    with ``wheel_path`` installed (``--no-deps``) over a CPU deps venv made
-    from ``common_ref``'s ``requirements/common.txt``. Cached by the wheel's
-    sha256, the items and the contract code.
+def for_wheel(
+    wheel_path: Path, common_txt: Callable[[], bytes], wheel_sha256: str | None = None
+) -> contract.Table:
+    """The contract discovered in the sources ``wheel_path`` ships (what a
+    serving host runs), checked with the wheel installed (``--no-deps``)
+    over a CPU deps venv made from ``common_txt()`` (vLLM's
+    ``requirements/common.txt``, asked for only when the venv is needed).
+
+    Cached by the wheel's sha256 (``wheel_sha256`` when the caller has it),
+    the items and the contract code: an unchanged wheel is not checked again.
 
     Raises:
         ContractError, VenvError.
     """
-    read = _reader(repo, ref)
-    items = contract.discover(read)
-    modules = contract.model_modules(read(contract.REGISTRY))
-    cached = fetch.cache_dir() / "contract" / f"{_cache_key(sha256_file(wheel_path), items)}.json"
+    with zipfile.ZipFile(wheel_path) as z:
+        items = contract.discover(lambda path: z.read(path).decode())
+        modules = contract.model_modules(z.read(contract.REGISTRY).decode())
+    cached = fetch.cache_dir() / "contract" / f"{_cache_key(wheel_sha256 or sha256_file(wheel_path), items)}.json"
     if cached.is_file():
         return contract.Table.from_json(json.loads(cached.read_text()))
-    python = venv.cached_wheel_env(_deps(repo, common_ref), wheel_path)
+    python = venv.cached_wheel_env(venv.deps_env(common_txt()), wheel_path)
     table = contract.check(python, items, modules=modules)
     write_atomic(cached, json.dumps(table.to_json()).encode())
     return table
@@ -109,11 +115,13 @@ def for_checkout(root: Path, *, upstream: bool = False) -> contract.Table:
     """
     prep = build.prepare(root)
     plat = build.host_platform()
+
+    def common_txt() -> bytes:
+        return g.git(["show", f"{prep.upstream_ref}:requirements/common.txt"], prep.repo).stdout
+
     if upstream:
         pinned = prep.lock.wheel(plat)
         wheel_path = fetch.fetch(prep.lock.name, pinned.filename, pinned.sha256)
-        ref = prep.upstream_ref
-    else:
-        (res,) = build.build_wheels(root, platform=plat, out_dir=root / "build" / "wheels", prep=prep)
-        wheel_path, ref = res.wheel.path, queue.PATCHED_BRANCH
-    return for_wheel(prep.repo, ref, prep.upstream_ref, wheel_path)
+        return for_wheel(wheel_path, common_txt, pinned.sha256)
+    (res,) = build.build_wheels(root, platform=plat, out_dir=root / "build" / "wheels", prep=prep)
+    return for_wheel(res.wheel.path, common_txt, res.wheel.sha256)

@@ -209,4 +209,5 @@ def test_a_build_killed_mid_way_leaves_dist_as_it_was_and_the_next_build_cleans_
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     after = sorted(p.name for p in dist.iterdir())
-    assert not [n for n in after if n.startswith(".")] and "previous.whl" in after and len(after) == 2
+    assert not [n for n in after if n.startswith(".staging-")] and "previous.whl" in after
+    assert len([n for n in after if n.endswith(".whl")]) == 2

@@ -74,3 +74,22 @@ def test_bad_inputs_give_one_paragraph_and_change_nothing(one_patch: Upstream) -
 def test_usage_error_exits_2(tmp_path: Path) -> None:
     proc = run_cli(tmp_path, "build")
     assert proc.returncode == 2 and "not a patch-queue repository" in proc.stderr
+
+
+def test_an_unchanged_build_reuses_dist_and_any_change_rebuilds(one_patch: Upstream) -> None:
+    root = one_patch.root
+    first = run_cli(root, "build", "--no-contract")
+    assert first.returncode == 0 and "built: " in first.stdout, first.stderr
+    (whl,) = (root / "dist").glob("*.whl")
+    mtime = whl.stat().st_mtime_ns
+    again = run_cli(root, "build", "--no-contract")
+    assert "up to date" in again.stdout and whl.stat().st_mtime_ns == mtime
+    assert again.stdout.split("sha256 ")[1][:64] == first.stdout.split("sha256 ")[1][:64]
+    forced = run_cli(root, "build", "--no-contract", "--force")
+    assert "built: " in forced.stdout and whl.stat().st_mtime_ns != mtime
+    whl.touch()  # someone changed dist/: build again
+    assert "built: " in run_cli(root, "build", "--no-contract").stdout
+    patch = root / "patches/mod/change-f10.patch"
+    patch.write_bytes(patch.read_bytes().replace(b"No longer needed", b"No longer needed at all"))
+    changed = run_cli(root, "build", "--no-contract")  # a new series: a new label
+    assert "built: " in changed.stdout and not whl.exists(), changed.stderr

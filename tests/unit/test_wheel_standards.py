@@ -96,4 +96,4 @@ def test_a_build_drops_wheels_of_another_build_tag_and_interrupted_staging(one_p
     (left / "sub").mkdir(parents=True)
     (left / "sub" / "partial.whl.tmp").write_bytes(b"half a wheel")
     (res,) = build.build_wheels(one_patch.root)
-    assert sorted(p.name for p in dist.iterdir()) == [res.wheel.path.name]
+    assert sorted(p.name for p in dist.iterdir()) == [build.STAMP, res.wheel.path.name]
