@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from vpq.files import sha256_file
+
 from tests.unit.tiny_upstream import Upstream
 
 
@@ -38,7 +40,12 @@ def assert_clean_error(proc: subprocess.CompletedProcess[str], *needles: str) ->
 def test_build_prints_paths_and_sha256(one_patch: Upstream) -> None:
     proc = run_cli(one_patch.root, "build", "--no-contract")
     assert proc.returncode == 0, proc.stderr
-    assert "sha256 " in proc.stdout and "audit ok" in proc.stdout
+    (whl,) = (one_patch.root / "dist").glob("*.whl")
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"built: {whl}"
+    assert lines[1] == f"  sha256 {sha256_file(whl)}"
+    assert lines[2] == "  audit ok: 9 members; differ from upstream: vllm/_version.py, vllm/mod.py + dist-info"
+    assert lines[-1] == "contract check skipped"
 
 
 def test_bad_inputs_give_one_paragraph_and_change_nothing(one_patch: Upstream) -> None:

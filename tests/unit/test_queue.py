@@ -39,8 +39,6 @@ def test_a_patch_whose_context_moved_is_refused_with_its_offset(one_patch: Upstr
         {"vllm/mod.py": replace_line((one_patch.work / "vllm/mod.py").read_text(), "return 20\n", "return 200\n")},
         "mod: make f20 return 200",
     )
-    p = one_patch.root / "patches/mod/change-f10.patch"
-    p.write_bytes(p.read_bytes())
     first = one_patch.root / "patches/mod/add-header.patch"
     g.git(["checkout", "-q", "-f", "-B", "hdr", "upstream/1.0"], one_patch.work)
     (one_patch.work / "vllm/mod.py").write_text("# header\n# more\n" + MOD)
