@@ -43,6 +43,8 @@ from vpq.errors import VpqError
 from vpq.proc import tagged_json
 
 RUNNER = "vllm/v1/worker/gpu_model_runner.py"
+#: The opt-in model runner (``VLLM_USE_V2_MODEL_RUNNER``), where it exists.
+RUNNER_V2 = "vllm/v1/worker/gpu/model_runner.py"
 PROPOSER = "vllm/v1/spec_decode/eagle.py"
 SPECULATIVE = "vllm/config/speculative.py"
 REGISTRY = "vllm/model_executor/models/registry.py"
@@ -114,22 +116,157 @@ def _is_self_model(node: ast.AST) -> bool:
     return False
 
 
-def discover_runner(source: str, path: str = RUNNER) -> list[Item]:
-    """Interface checks and model calls in the runner's EAGLE-3 code paths."""
-    items: list[Item] = []
-    for node in ast.walk(ast.parse(source)):
-        if not (isinstance(node, ast.If) and _mentions(node.test)):
-            continue
-        for stmt in node.body:
-            for sub in ast.walk(stmt):
-                if not isinstance(sub, ast.Call):
-                    continue
-                f = sub.func
-                if isinstance(f, ast.Name) and f.id.startswith("supports_") and sub.args and _is_self_model(sub.args[0]):
-                    items.append(Item("interface", f.id, f"{path}:{sub.lineno}"))
-                elif isinstance(f, ast.Attribute) and _is_self_model(f.value) and f.attr != "get_model":
-                    items.append(Item("method", f.attr, f"{path}:{sub.lineno}"))
-    return items
+def _model_ref(node: ast.AST, names: set[str]) -> bool:
+    """The target model: ``self.model``, ``self.get_model()``, a name bound
+    to it in this function (a parameter or an alias), or ``cast(T, <those>)``."""
+    if _is_self_model(node):
+        return True
+    if isinstance(node, ast.Name):
+        return node.id in names
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "cast":
+        return len(node.args) == 2 and _model_ref(node.args[1], names)
+    return False
+
+
+def _eagle3_check(test: ast.expr, names: set[str]) -> ast.Call | None:
+    """The ``supports_*(model)`` call in an EAGLE-3 ``if`` test, or None."""
+    if not _mentions(test):
+        return None
+    for sub in ast.walk(test):
+        if (
+            isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id.startswith("supports_")
+            and sub.args and _model_ref(sub.args[0], names)
+        ):
+            return sub
+    return None
+
+
+def _child_blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
+    blocks = [getattr(stmt, f) for f in ("body", "orelse", "finalbody") if isinstance(getattr(stmt, f, None), list)]
+    return blocks + [h.body for h in getattr(stmt, "handlers", [])]
+
+
+class _RunnerDiscovery:
+    """Follows the EAGLE-3 path of a model runner: ``supports_*`` checks on
+    the target model and the calls they guard (the ``if`` body, or, for a
+    guard clause ``if not supports_x(m): raise``, the statements after it),
+    through helper functions in other modules that receive the model."""
+
+    def __init__(self, read: Callable[[str], str] | None) -> None:
+        self.read = read
+        self.items: list[Item] = []
+        self.followed: list[str] = []  # "path:function" of every function scanned
+
+    def module(self, source: str, path: str) -> None:
+        """Scan every function of a runner module (the model is ``self.model``)."""
+        tree = ast.parse(source)
+        imports = _imported_functions(tree)
+        for fn in ast.walk(tree):
+            if isinstance(fn, ast.FunctionDef):
+                self.function(fn, path, set(), imports)
+
+    def function(self, fn: ast.FunctionDef, path: str, names: set[str], imports: dict[str, str]) -> None:
+        """Scan one function with ``names`` bound to the model."""
+        self.followed.append(f"{path}:{fn.name}")
+        names = names | _aliases(fn, names)
+        self.block(fn.body, path, names, imports)
+        for call in ast.walk(fn):
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in imports:
+                index = next((k for k, a in enumerate(call.args) if _model_ref(a, names)), None)
+                if index is not None:
+                    self.helper(imports[call.func.id], call.func.id, index)
+
+    def helper(self, module: str, name: str, index: int) -> None:
+        """Follow a call that hands the model to ``name`` in ``module``."""
+        path = module.replace(".", "/") + ".py"
+        if self.read is None or f"{path}:{name}" in self.followed:
+            return
+        try:
+            tree = ast.parse(self.read(path))
+        except (OSError, KeyError, VpqError, SyntaxError):
+            return
+        for fn in tree.body:
+            if isinstance(fn, ast.FunctionDef) and fn.name == name and index < len(fn.args.args):
+                self.function(fn, path, {fn.args.args[index].arg}, _imported_functions(tree))
+
+    def block(self, stmts: list[ast.stmt], path: str, names: set[str], imports: dict[str, str]) -> None:
+        """Find EAGLE-3 checks in a statement list and the calls they guard."""
+        for k, stmt in enumerate(stmts):
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                continue  # scanned on its own
+            check = _eagle3_check(stmt.test, names) if isinstance(stmt, ast.If) else None
+            if check is None:
+                for child in _child_blocks(stmt):
+                    self.block(child, path, names, imports)
+                continue
+            assert isinstance(check.func, ast.Name) and isinstance(stmt, ast.If)
+            self.items.append(Item("interface", check.func.id, f"{path}:{check.lineno}"))
+            guard = isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not)
+            self.items += _model_calls(stmts[k + 1 :] if guard else stmt.body, path, names)
+            if guard:
+                return
+
+
+def _imported_functions(tree: ast.Module) -> dict[str, str]:
+    """Name -> module for ``from vllm.x import name`` at module level."""
+    return {
+        a.asname or a.name: node.module
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("vllm.")
+        for a in node.names
+    }
+
+
+def _aliases(fn: ast.FunctionDef, names: set[str]) -> set[str]:
+    """Names assigned the model in ``fn`` (``m = cast(P, model)``, ``m = model``)."""
+    return {
+        t.id
+        for node in ast.walk(fn)
+        if isinstance(node, ast.Assign) and _model_ref(node.value, names)
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    }
+
+
+def _model_calls(stmts: list[ast.stmt], path: str, names: set[str]) -> list[Item]:
+    """``<model>.<method>(...)`` calls in ``stmts``, in source order."""
+    calls = [
+        sub
+        for stmt in stmts
+        for sub in ast.walk(stmt)
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute)
+        and _model_ref(sub.func.value, names) and sub.func.attr != "get_model"
+    ]
+    calls.sort(key=lambda c: (c.lineno, c.col_offset))
+    return [Item("method", c.func.attr, f"{path}:{c.lineno}") for c in calls]  # type: ignore[attr-defined]
+
+
+def discover_runner(source: str, path: str = RUNNER, read: Callable[[str], str] | None = None) -> list[Item]:
+    """Interface checks and model calls on a runner's EAGLE-3 code paths,
+    following helpers in other modules (read with ``read``) that receive
+    the model.
+
+    Raises:
+        ContractError: the runner mentions the EAGLE-3 path but no
+            ``supports_*`` check was found on it; the message names the
+            functions that mention it, where discovery lost the path.
+    """
+    d = _RunnerDiscovery(read)
+    d.module(source, path)
+    if not any(i.kind == "interface" for i in d.items):
+        tree = ast.parse(source)
+        lost = [
+            f"{fn.name} ({path}:{fn.lineno})" for fn in ast.walk(tree)
+            if isinstance(fn, ast.FunctionDef) and _mentions(fn)
+        ]
+        helpers = sorted({f for f in d.followed if not f.startswith(path + ":")})
+        raise ContractError(
+            f"{path}: found no supports_*() check on an EAGLE-3 code path. Discovery lost the "
+            f"path in {', '.join(lost) or 'every function (none mentions eagle3 or aux_hidden_state)'}"
+            + (f"; helpers followed: {', '.join(helpers)}" if helpers else "")
+            + ". The runner changed shape there and the contract discovery needs a look."
+        )
+    return d.items
 
 
 def _refers_to_target(node: ast.AST, target: str) -> bool:
@@ -278,9 +415,12 @@ def model_modules(registry_source: str) -> dict[str, str]:
 def discover(read: Callable[[str], str]) -> list[Item]:
     """All contract items of a tree; ``read(path)`` returns a file's text.
 
+    Both model runners are covered (the default one and, where the release
+    has it, the opt-in ``v1/worker/gpu/`` one), following their helpers.
+
     Raises:
-        ContractError: a file is missing, or nothing was discovered (the
-            runner's EAGLE-3 path was not found: the discovery needs updating).
+        ContractError: a file is missing, or a runner's EAGLE-3 path was not
+            found (the message names the functions where discovery lost it).
     """
     try:
         runner, proposer, speculative = read(RUNNER), read(PROPOSER), read(SPECULATIVE)
@@ -288,12 +428,14 @@ def discover(read: Callable[[str], str]) -> list[Item]:
         raise ContractError(
             f"cannot read the runner, proposer or speculative config source: {exc}"
         ) from None
-    items = discover_runner(runner) + discover_gate(speculative) + discover_proposer(proposer)
-    if not any(i.kind == "interface" for i in items):
-        raise ContractError(
-            f"{RUNNER}: found no supports_*() check on an EAGLE-3 code path; the "
-            "runner changed shape and the contract discovery needs a look"
-        )
+    items = discover_runner(runner, RUNNER, read)
+    try:
+        v2 = read(RUNNER_V2)
+    except (OSError, KeyError, VpqError):
+        v2 = None  # releases before the opt-in runner
+    if v2 is not None:
+        items += discover_runner(v2, RUNNER_V2, read)
+    items += discover_gate(speculative) + discover_proposer(proposer)
     return items
 
 

@@ -105,3 +105,27 @@ def test_discovery_finds_new_calls_in_a_newer_upstream_by_itself() -> None:
     assert "get_eagle3_default_aux_hidden_state_layers" in names
     assert "get_eagle3_default_aux_hidden_state_layers" not in {i.name for i in discover_at("patched")}
     assert "get_eagle3_default_aux_hidden_state_layers" not in Path(contract.__file__).read_text()
+
+
+#: The runner items of the pin, with the one upstream renamed since (0.18.0).
+SUCCESSORS = {"get_eagle3_aux_hidden_state_layers": "get_eagle3_default_aux_hidden_state_layers"}
+
+
+@pytest.mark.parametrize("key", ["vllm-0_18_1", "vllm-0_22_0", "vllm-0_33_0"])
+def test_discovery_follows_both_runners_through_their_helpers_in_later_releases(key: str) -> None:
+    build.prepare(REPO_ROOT)  # the pin's tree, for its items
+    ref = tomllib.loads((REPO_ROOT / "tests/reference-upstreams.toml").read_text())[key]
+    sdist = fetch.fetch("vllm", ref["filename"], ref["sha256"])
+    with tarfile.open(sdist) as tar:
+
+        def read(path: str) -> str:
+            member = tar.extractfile(f"vllm-{ref['version']}/{path}")
+            assert member is not None
+            return member.read().decode()
+
+        items = contract.discover(read)
+    pinned = {(i.kind, SUCCESSORS.get(i.name, i.name)) for i in discover_at("upstream/0.17.1") if i.kind != "config_attr"}
+    runner_items = {(i.kind, i.name) for i in items if i.kind in ("interface", "method") and "worker" in i.where}
+    assert runner_items == {(k, n) for k, n in pinned if k in ("interface", "method") and n != "get_language_model"}
+    files = {i.file for i in items if i.kind == "interface"}
+    assert files == {contract.RUNNER, "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"}

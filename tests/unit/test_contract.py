@@ -7,6 +7,7 @@ from __future__ import annotations
 import textwrap
 from typing import Protocol
 
+import pytest
 from vpq import contract, contract_probe
 
 RUNNER = textwrap.dedent(
@@ -131,3 +132,66 @@ def test_holds_for_needs_an_ok_cell_owned_by_each_file() -> None:
     )
     assert t.holds_for(["f.py"]) and not t.holds_for(["g.py"]) and not t.holds_for(["h.py"])
     assert not t.holds_for(["f.py", "g.py"])
+
+
+RUNNER_GUARD_CLAUSE = textwrap.dedent(
+    """
+    class GPUModelRunner:
+        def _setup_eagle3_aux_hidden_state_outputs(self):
+            if not self.use_aux_hidden_state_outputs:
+                return
+            if not supports_eagle3(self.get_model()):
+                raise RuntimeError("no")
+            layers = self.model.get_eagle3_default_aux_hidden_state_layers()
+            self.model.set_aux_hidden_state_layers(layers)
+
+        def load_model(self):
+            self.model.unrelated_call()
+            self._setup_eagle3_aux_hidden_state_outputs()
+    """
+)
+RUNNER_V2 = textwrap.dedent(
+    """
+    from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import set_eagle3_aux_hidden_state_layers
+
+    class GPUModelRunner:
+        def load_model(self):
+            if self.use_aux_hidden_state_outputs:
+                set_eagle3_aux_hidden_state_layers(self.model, self.speculative_config)
+    """
+)
+HELPER = textwrap.dedent(
+    """
+    def set_eagle3_aux_hidden_state_layers(model, spec_config):
+        if not supports_eagle3(model):
+            raise RuntimeError("no")
+        eagle3_model = cast(SupportsEagle3, model)
+        eagle3_model.set_aux_hidden_state_layers(eagle3_model.get_eagle3_default_aux_hidden_state_layers())
+    """
+)
+
+
+def test_runner_discovery_follows_a_guard_clause_in_a_helper_method() -> None:
+    items = contract.discover_runner(RUNNER_GUARD_CLAUSE)
+    assert [(i.kind, i.name, i.where) for i in items] == [
+        ("interface", "supports_eagle3", f"{contract.RUNNER}:6"),
+        ("method", "get_eagle3_default_aux_hidden_state_layers", f"{contract.RUNNER}:8"),
+        ("method", "set_aux_hidden_state_layers", f"{contract.RUNNER}:9"),
+    ]
+
+
+def test_runner_discovery_follows_the_model_into_a_helper_module() -> None:
+    helper = "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"
+    items = contract.discover_runner(RUNNER_V2, contract.RUNNER_V2, {helper: HELPER}.__getitem__)
+    assert [(i.kind, i.name, i.where) for i in items] == [
+        ("interface", "supports_eagle3", f"{helper}:3"),
+        ("method", "set_aux_hidden_state_layers", f"{helper}:6"),
+        ("method", "get_eagle3_default_aux_hidden_state_layers", f"{helper}:6"),
+    ]
+
+
+def test_a_runner_whose_eagle3_path_is_lost_names_the_functions_to_look_at() -> None:
+    lost = RUNNER_V2.replace("set_eagle3_aux_hidden_state_layers(self.model,", "set_eagle3_aux_hidden_state_layers(None,")
+    with pytest.raises(contract.ContractError) as err:
+        contract.discover_runner(lost, contract.RUNNER_V2, {}.__getitem__)
+    assert f"Discovery lost the path in load_model ({contract.RUNNER_V2}:5)" in str(err.value)
