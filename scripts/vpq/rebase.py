@@ -308,7 +308,8 @@ def _begin(root: Path, version: str, source: str) -> State:
             f"vllm {new.version} has no {names}: the series cannot be moved there. "
             "patches/, series and upstream.lock are unchanged."
         )
-    table = contract_check.for_tree(root / "build", repo, new_ref, prep.upstream_ref)
+    # The target release imports in a venv made from its own requirements.
+    table = contract_check.for_tree(root / "build", repo, new_ref, new_ref)
     commits = queue.commits_since(repo, prep.upstream_ref, queue.PATCHED_BRANCH)
     state = State(
         old_lock=lock.dumps(old),
@@ -386,7 +387,7 @@ def _finish(root: Path, state: State, outcomes: list[Outcome]) -> Report:
     old = lock.parse(state.old_lock, Path("old"))
     new = lock.parse(state.new_lock, Path("new"))
     # The contract must hold on the rebased tree before anything is written.
-    table = contract_check.for_tree(root / "build", repo, REBASE_BRANCH, state.old_ref)
+    table = contract_check.for_tree(root / "build", repo, REBASE_BRANCH, state.new_ref)
     gaps = table.gap_message(f"the rebased series on vllm {new.version}")
     if gaps:
         raise RebaseError(f"{gaps}. Fix it in {repo} (branch {REBASE_BRANCH}) and `{CONTINUE}`, or `{ABORT}`.")
