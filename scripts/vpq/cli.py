@@ -125,9 +125,14 @@ def cmd_rebase(ns: argparse.Namespace) -> int:
         if not versions:
             print(f"no release newer than vllm {pin.version}")
             return 0
-        for rep in rebase.check(root, versions, ns.upstream_source):
+        reports = rebase.check(root, versions, ns.upstream_source)
+        for rep in reports:
             print(rep.render())
             print(f"  ({rep.seconds:.1f} s)")
+        if reports:
+            table = rebase.staircase(pin.version, series.load(root), reports)
+            print(rebase.render_staircase(table))
+            print(f"written to {rebase.write_staircase(root, table)} and staircase.json")
         return 0
     try:
         if ns.cont:

@@ -34,6 +34,7 @@ This module orchestrates; it knows nothing about wheel internals.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -41,7 +42,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from vpq import build, contract, contract_check, fetch, lock, queue, series, tree, wheel
+from vpq import build, contract, contract_check, fetch, lock, queue, series, tree, venv, wheel
 from vpq import git as g
 from vpq.errors import VpqError
 from vpq.files import write_atomic
@@ -418,10 +419,78 @@ def check(root: Path, versions: list[str], source: str = "sdist") -> list[Report
             state = _begin(root, version, source)
             outcomes = _run(root, state, stop=False)
             reports.append(Report(old_version, version, outcomes, time.monotonic() - t0))
-        except (RebaseError, fetch.FetchError, tree.TreeError) as exc:
+        except (RebaseError, fetch.FetchError, tree.TreeError, contract.ContractError, venv.VenvError,
+                queue.ApplyError) as exc:
             reports.append(Report(old_version, version, [], time.monotonic() - t0, str(exc)))
         finally:
             repo = root / build.WORK_DIR
             g.git(["cherry-pick", "--abort"], repo, check=False)
             g.git(["checkout", "-q", "-f", queue.PATCHED_BRANCH], repo, check=False)
     return reports
+
+
+# --- the staircase: every release at once -----------------------------------
+
+
+def expected_absorbed(upstream_status: str | None, version: str) -> bool | None:
+    """Whether the patch header says ``version`` already has the patch:
+    ``Backport [vX]`` means absorbed at every release from X on; a patch in
+    no release (``Pending``, ``Submitted``, ...) is expected to survive. None
+    when the header names no release (``Backport [<commit>]``)."""
+    if not upstream_status or not upstream_status.startswith("Backport"):
+        return False
+    m = re.search(r"\[v?(\d+(?:\.\d+)+)\]", upstream_status)
+    if not m:
+        return None
+    return Version(version) >= Version(m.group(1))
+
+
+def staircase(pin: str, patches: list[series.Patch], reports: list[Report]) -> dict[str, object]:
+    """One table for ``--check`` over several releases: each patch's status at
+    each release, and whether it agrees with the patch's ``Upstream-Status``
+    header (absorbed exactly from the release the header names)."""
+    rows = []
+    for p in patches:
+        cells: dict[str, dict[str, object]] = {}
+        for rep in reports:
+            got = next((o for o in rep.outcomes if o.patch == p.name), None)
+            want = expected_absorbed(p.upstream_status, rep.new)
+            status = got.status if got else "error"
+            agrees = None if got is None or want is None else (status == "absorbed") == want
+            cells[rep.new] = {"status": status, "signal": got.signal if got else rep.error,
+                              "expected_absorbed": want, "agrees": agrees}
+        rows.append({"patch": p.name, "upstream_status": p.upstream_status, "cells": cells})
+    return {"pin": pin, "releases": [r.new for r in reports],
+            "errors": {r.new: r.error for r in reports if r.error}, "patches": rows}
+
+
+def render_staircase(table: dict[str, object]) -> str:
+    """The staircase as a Markdown table; ``!`` marks a cell that disagrees
+    with the patch's header, and the last line counts the agreeing cells."""
+    releases: list[str] = table["releases"]  # type: ignore[assignment]
+    lines = [f"Staircase from vllm {table['pin']}: status per patch and release "
+             "(! = disagrees with the patch's Upstream-Status)", "",
+             "| patch | " + " | ".join(releases) + " |", "|---|" + "---|" * len(releases)]
+    agree = total = 0
+    for row in table["patches"]:  # type: ignore[attr-defined]
+        cells = []
+        for v in releases:
+            c = row["cells"][v]
+            total += c["agrees"] is not None
+            agree += bool(c["agrees"])
+            cells.append(c["status"] + (" !" if c["agrees"] is False else ""))
+        lines.append(f"| `{row['patch']}` | " + " | ".join(cells) + " |")
+    for v, err in table["errors"].items():  # type: ignore[attr-defined]
+        lines.append(f"\n{v}: cannot rebase: {err}")
+    lines.append(f"\n{agree} of {total} cells agree with the patch headers.")
+    return "\n".join(lines)
+
+
+def write_staircase(root: Path, table: dict[str, object]) -> Path:
+    """Write the staircase to ``build/rebase/staircase.md`` and ``.json`` (for a
+    scheduled job to diff); return the Markdown path."""
+    out = root / STATE_DIR
+    write_atomic(out / "staircase.json", (json.dumps(table, indent=1) + "\n").encode())
+    md = out / "staircase.md"
+    write_atomic(md, (render_staircase(table) + "\n").encode())
+    return md

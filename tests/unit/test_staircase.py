@@ -1,0 +1,40 @@
+"""The staircase: one table of every patch at every checked release, held
+against the patches' Upstream-Status headers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from vpq import rebase, series
+
+from tests.unit.tiny_upstream import Upstream
+
+
+def test_a_backport_header_expects_absorption_from_its_release_on() -> None:
+    assert rebase.expected_absorbed("Backport [v0.18.0]", "0.17.1") is False
+    assert rebase.expected_absorbed("Backport [v0.18.0]", "0.18.0") is True
+    assert rebase.expected_absorbed("Backport [v0.18.0]", "0.33.0") is True
+    assert rebase.expected_absorbed("Pending", "0.33.0") is False
+    assert rebase.expected_absorbed("Submitted [https://x/1]", "0.33.0") is False
+    assert rebase.expected_absorbed("Backport [1a2b3c4]", "0.33.0") is None
+
+
+def test_the_staircase_marks_cells_that_disagree_with_the_header(one_patch: Upstream, tmp_path: Path) -> None:
+    (patch,) = series.load(one_patch.root)  # Upstream-Status: Pending
+    reports = [
+        rebase.Report("1.0", "1.1", [rebase.Outcome(patch.name, "clean", "applies as is")]),
+        rebase.Report("1.0", "1.2", [rebase.Outcome(patch.name, "absorbed", "empty")]),
+        rebase.Report("1.0", "1.3", [], error="vllm 1.3 has no vllm/mod.py"),
+    ]
+    table = rebase.staircase("1.0", [patch], reports)
+    cells = table["patches"][0]["cells"]  # type: ignore[index]
+    assert [cells[v]["status"] for v in ("1.1", "1.2", "1.3")] == ["clean", "absorbed", "error"]
+    assert [cells[v]["agrees"] for v in ("1.1", "1.2", "1.3")] == [True, False, None]
+    md = rebase.render_staircase(table)
+    assert f"| `{patch.name}` | clean | absorbed ! | error |" in md
+    assert md.endswith("1 of 2 cells agree with the patch headers.")
+    assert "1.3: cannot rebase: vllm 1.3 has no vllm/mod.py" in md
+    path = rebase.write_staircase(one_patch.root, table)
+    assert path.read_text() == md + "\n"
+    assert json.loads(path.with_suffix(".json").read_text()) == table
