@@ -26,6 +26,20 @@ def discover_at(ref: str) -> list[contract.Item]:
     return contract.discover(lambda p: g.git(["show", f"{ref}:{p}"], repo).stdout.decode())
 
 
+def discover_in_release(key: str) -> list[contract.Item]:
+    """Discovery on the sources of a hash-pinned release (tests/reference-upstreams.toml)."""
+    ref = tomllib.loads((REPO_ROOT / "tests/reference-upstreams.toml").read_text())[key]
+    sdist = fetch.fetch("vllm", ref["filename"], ref["sha256"])
+    with tarfile.open(sdist) as tar:
+
+        def read(path: str) -> str:
+            member = tar.extractfile(f"vllm-{ref['version']}/{path}")
+            assert member is not None
+            return member.read().decode()
+
+        return contract.discover(read)
+
+
 @pytest.fixture(scope="module")
 def patched_table(patched_python) -> contract.Table:
     build.prepare(REPO_ROOT)
@@ -92,16 +106,7 @@ def test_contract_flags_a_wrapper_that_only_inherits_the_protocol(tmp_path: Path
 def test_discovery_finds_new_calls_in_a_newer_upstream_by_itself() -> None:
     """0.18.1's runner calls get_eagle3_default_aux_hidden_state_layers(),
     which 0.17.1's does not; nothing in the tool names it."""
-    ref = tomllib.loads((REPO_ROOT / "tests/reference-upstreams.toml").read_text())["vllm-0_18_1"]
-    sdist = fetch.fetch("vllm", ref["filename"], ref["sha256"])
-    with tarfile.open(sdist) as tar:
-
-        def read(path: str) -> str:
-            member = tar.extractfile(f"vllm-{ref['version']}/{path}")
-            assert member is not None
-            return member.read().decode()
-
-        names = {i.name for i in contract.discover(read)}
+    names = {i.name for i in discover_in_release("vllm-0_18_1")}
     assert "get_eagle3_default_aux_hidden_state_layers" in names
     assert "get_eagle3_default_aux_hidden_state_layers" not in {i.name for i in discover_at("patched")}
     assert "get_eagle3_default_aux_hidden_state_layers" not in Path(contract.__file__).read_text()
@@ -114,16 +119,7 @@ SUCCESSORS = {"get_eagle3_aux_hidden_state_layers": "get_eagle3_default_aux_hidd
 @pytest.mark.parametrize("key", ["vllm-0_18_1", "vllm-0_22_0", "vllm-0_33_0"])
 def test_discovery_follows_both_runners_through_their_helpers_in_later_releases(key: str) -> None:
     build.prepare(REPO_ROOT)  # the pin's tree, for its items
-    ref = tomllib.loads((REPO_ROOT / "tests/reference-upstreams.toml").read_text())[key]
-    sdist = fetch.fetch("vllm", ref["filename"], ref["sha256"])
-    with tarfile.open(sdist) as tar:
-
-        def read(path: str) -> str:
-            member = tar.extractfile(f"vllm-{ref['version']}/{path}")
-            assert member is not None
-            return member.read().decode()
-
-        items = contract.discover(read)
+    items = discover_in_release(key)
     pinned = {(i.kind, SUCCESSORS.get(i.name, i.name)) for i in discover_at("upstream/0.17.1") if i.kind != "config_attr"}
     runner_items = {(i.kind, i.name) for i in items if i.kind in ("interface", "method") and "worker" in i.where}
     assert runner_items == {(k, n) for k, n in pinned if k in ("interface", "method") and n != "get_language_model"}
