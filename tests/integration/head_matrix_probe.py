@@ -13,9 +13,10 @@ the patched wheel and unpatched upstream do.
 
 ``--past-target-gate`` is for unpatched upstream only: 0.17.1 refuses EAGLE-3
 on any DeepSeek-family target before it looks at the head (the allowlist
-the series' first patches fix), so to show what upstream does with each
-*head*, the probe then labels the target's text model type ``llama`` for
-that check. It changes nothing the head-side code reads.
+the series' first patches fix). The probe records that refusal
+(``accepted_plain``), then, to show what upstream does with each *head*,
+labels the target's text model type ``llama`` for that check and goes on.
+It changes nothing the head-side code reads.
 """
 
 from __future__ import annotations
@@ -66,12 +67,18 @@ def head(target: str, head_dir: str, past_target_gate: bool) -> dict[str, object
 
     out: dict[str, object] = {}
     mc = ModelConfig(model=target, skip_tokenizer_init=True)
+
+    def spec():  # type: ignore[no-untyped-def]
+        return SpeculativeConfig(
+            target_model_config=mc, target_parallel_config=ParallelConfig(),
+            method="eagle3", model=head_dir, num_speculative_tokens=2,
+        )
+
     if past_target_gate:
+        plain = probe(spec)
+        out["accepted_plain"] = {k: v for k, v in plain.items() if k != "value"}
         mc.hf_text_config.model_type = "llama"
-    built = probe(lambda: SpeculativeConfig(
-        target_model_config=mc, target_parallel_config=ParallelConfig(),
-        method="eagle3", model=head_dir, num_speculative_tokens=2,
-    ))
+    built = probe(spec)
     out["accepted"] = {k: v for k, v in built.items() if k != "value"}
     if not built["ok"]:
         return out
