@@ -148,7 +148,8 @@ def cmd_fetch(ns: argparse.Namespace) -> int:
 def cmd_fixture(ns: argparse.Namespace) -> int:
     from vpq import fixture
 
-    for path in fixture.write_fixture(Path(ns.dest).resolve()):
+    dest = Path(ns.dest).resolve()
+    for path in [*fixture.write_fixture(dest), *fixture.write_fixture_heads(dest)]:
         print(path)
     return 0
 
@@ -196,7 +197,7 @@ def parser() -> argparse.ArgumentParser:
     f = sub.add_parser("fetch", help="download the pinned files into the cache")
     f.add_argument("--platform", default="all")
     f.set_defaults(func=cmd_fetch)
-    x = sub.add_parser("fixture", help="write the tiny Kimi-K2.5 target and EAGLE-3 drafter (no weights) into DEST")
+    x = sub.add_parser("fixture", help="write the tiny Kimi-K2.5 target and EAGLE-3 drafters (Llama, MLA, EAGLE 3.1; no weights) into DEST")
     x.add_argument("dest")
     x.set_defaults(func=cmd_fixture)
     return ap

@@ -364,5 +364,15 @@ def write_fixture(dest: Path) -> tuple[Path, Path]:
     return write_tiny_kimi_k25(dest / TARGET_DIR), write_tiny_eagle3_drafter(dest / DRAFTER_DIR)
 
 
+#: Extra heads for the GPU tests, by name: an MLA head (top-level ids) and an
+#: EAGLE 3.1 head with its ids under ``eagle_config`` (see ``HEAD_SHAPES``).
+GPU_HEADS = {"eagle3-mla-tiny": "mla-deepseek_v2", "eagle3.1-tiny": "eagle3.1-llama"}
+
+
+def write_fixture_heads(dest: Path) -> list[Path]:
+    """Write the ``GPU_HEADS`` under ``dest``, each reading ``AUX_LAYER_IDS``."""
+    return [write_eagle3_head(dest / name, shape) for name, shape in GPU_HEADS.items()]
+
+
 def _write_json(path: Path, obj: object) -> None:
     path.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
