@@ -180,7 +180,8 @@ def cmd_fixture(ns: argparse.Namespace) -> int:
     """``vpq fixture DEST``: write the tiny Kimi-K2.5 checkpoint and EAGLE-3 head."""
     from vpq import fixture
 
-    for path in fixture.write_fixture(Path(ns.dest).resolve()):
+    dest = Path(ns.dest).resolve()
+    for path in [*fixture.write_fixture(dest), *fixture.write_fixture_heads(dest)]:
         print(path)
     return 0
 
@@ -236,7 +237,7 @@ def parser() -> argparse.ArgumentParser:
     f = sub.add_parser("fetch", help="download the pinned files into the cache")
     f.add_argument("--platform", default="all")
     f.set_defaults(func=cmd_fetch)
-    x = sub.add_parser("fixture", help="write the tiny Kimi-K2.5 target and EAGLE-3 drafter (no weights) into DEST")
+    x = sub.add_parser("fixture", help="write the tiny Kimi-K2.5 target and EAGLE-3 drafters (Llama, MLA, EAGLE 3.1; no weights) into DEST")
     x.add_argument("dest")
     x.set_defaults(func=cmd_fixture)
     return ap

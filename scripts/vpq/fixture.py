@@ -285,6 +285,76 @@ def write_tiny_eagle3_drafter(dest: Path, aux_layer_ids: tuple[int, ...] = AUX_L
     return dest
 
 
+#: The public EAGLE-3 head shapes for Kimi-K2.5, by what their config says
+#: (README, "EAGLE-3 heads"): architecture, ``model_type``, where the layer
+#: ids sit (``"top"``: ``eagle_aux_hidden_state_layer_ids`` at the top level;
+#: ``"nested"``: under ``eagle_config``; ``"absent"``: nowhere; ``"empty"``:
+#: an explicit ``[]`` at the top level) and whether it is EAGLE 3.1
+#: (``fc_norm`` and ``norm_output``). No checkpoint is named in code.
+HEAD_SHAPES: dict[str, tuple[str, str, str, bool]] = {
+    "llama-top": ("LlamaForCausalLMEagle3", "llama", "top", False),
+    "llama-absent": ("LlamaForCausalLMEagle3", "llama", "absent", False),
+    "llama-nested": ("LlamaForCausalLMEagle3", "llama", "nested", False),
+    "llama-empty": ("LlamaForCausalLMEagle3", "llama", "empty", False),
+    "mla-deepseek_v2": ("Eagle3DeepseekV2ForCausalLM", "deepseek_v2", "top", False),
+    "mla-kimi_k2": ("Eagle3DeepseekV2ForCausalLM", "kimi_k2", "top", False),
+    "eagle3.1-llama": ("LlamaForCausalLMEagle3", "llama", "nested", True),
+    "eagle3.1-mla": ("Eagle3DeepseekV2ForCausalLM", "kimi_k2", "nested", True),
+}
+#: Kimi-K2.5's rope_theta; an MLA head must keep it (not fall back to 10000).
+KIMI_ROPE_THETA = 50000.0
+
+
+def write_eagle3_head(dest: Path, shape: str, aux_layer_ids: tuple[int, ...] = AUX_LAYER_IDS) -> Path:
+    """Write ``dest/config.json`` for a one-layer head of ``shape`` (a key of
+    ``HEAD_SHAPES``), sized for the tiny target (hidden 256, vocabulary 1024).
+
+    MLA heads keep Kimi-K2's attention shapes (as the target's text config)
+    with a dense MLP, and ``rope_theta`` 50000 without ``rope_scaling``.
+
+    Raises:
+        KeyError: ``shape`` is not in ``HEAD_SHAPES``.
+    """
+    arch, model_type, ids_at, eagle31 = HEAD_SHAPES[shape]
+    dest.mkdir(parents=True, exist_ok=True)
+    cfg: dict[str, object] = {
+        "model_type": model_type,
+        "architectures": [arch],
+        "hidden_size": HIDDEN,
+        "intermediate_size": 512,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "vocab_size": VOCAB,
+        "draft_vocab_size": VOCAB,
+        "target_hidden_size": HIDDEN,
+        "max_position_embeddings": 2048,
+        "rms_norm_eps": 1e-6,
+        "hidden_act": "silu",
+        "bos_token_id": BOS_ID,
+        "eos_token_id": EOS_ID,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+    }
+    if model_type != "llama":
+        text = tiny_text_config()
+        for key in ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+            cfg[key] = text[key]
+        cfg.update(num_attention_heads=16, num_key_value_heads=16, rope_theta=KIMI_ROPE_THETA,
+                   n_routed_experts=None, first_k_dense_replace=1)
+    if ids_at == "top":
+        cfg["eagle_aux_hidden_state_layer_ids"] = list(aux_layer_ids)
+    elif ids_at == "empty":
+        cfg["eagle_aux_hidden_state_layer_ids"] = []
+    elif ids_at == "nested":
+        cfg["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": list(aux_layer_ids),
+                               "use_aux_hidden_state": True}
+    if eagle31:
+        cfg.update(fc_norm=True, norm_output=True)
+    _write_json(dest / "config.json", cfg)
+    return dest
+
+
 TARGET_DIR = "kimi-k25-tiny"
 DRAFTER_DIR = "eagle3-tiny"
 
@@ -292,6 +362,16 @@ DRAFTER_DIR = "eagle3-tiny"
 def write_fixture(dest: Path) -> tuple[Path, Path]:
     """Write ``dest/kimi-k25-tiny`` (target) and ``dest/eagle3-tiny`` (drafter)."""
     return write_tiny_kimi_k25(dest / TARGET_DIR), write_tiny_eagle3_drafter(dest / DRAFTER_DIR)
+
+
+#: Extra heads for the GPU tests, by name: an MLA head (top-level ids) and an
+#: EAGLE 3.1 head with its ids under ``eagle_config`` (see ``HEAD_SHAPES``).
+GPU_HEADS = {"eagle3-mla-tiny": "mla-deepseek_v2", "eagle3.1-tiny": "eagle3.1-llama"}
+
+
+def write_fixture_heads(dest: Path) -> list[Path]:
+    """Write the ``GPU_HEADS`` under ``dest``, each reading ``AUX_LAYER_IDS``."""
+    return [write_eagle3_head(dest / name, shape) for name, shape in GPU_HEADS.items()]
 
 
 def _write_json(path: Path, obj: object) -> None:

@@ -22,13 +22,23 @@ SPECULATIVE = "vllm/config/speculative.py"
 OUR_NAMES = ["deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25"]
 
 
+#: The target-side series these cases were measured on (README, "Moving to
+#: a new upstream"). The drafter-side patches that follow it in ``series``
+#: (MLA drafter, EAGLE 3.1, layer-id lookup) are not yet measured across
+#: releases here, so the fixture keeps only these five.
+TARGET_SIDE = 5
+
+
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     r = tmp_path / "repo"
     r.mkdir()
-    for name in ("series", "upstream.lock"):
-        shutil.copy(REPO_ROOT / name, r / name)
-    shutil.copytree(REPO_ROOT / "patches", r / "patches")
+    shutil.copy(REPO_ROOT / "upstream.lock", r / "upstream.lock")
+    names = series.read_series(REPO_ROOT)[:TARGET_SIDE]
+    (r / "series").write_text("".join(f"{n}\n" for n in names))
+    for n in names:
+        (r / "patches" / n).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO_ROOT / "patches" / n, r / "patches" / n)
     return r
 
 

@@ -16,24 +16,35 @@ from vpq import fetch
 from tests.conftest import REPO_ROOT
 
 REF = "vllm/model_executor/models/deepseek_v2.py"
+REF_EAGLE3 = "vllm/model_executor/models/deepseek_eagle3.py"
 
 
-@pytest.fixture(scope="module")
-def upstream_0_18_1_deepseek(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    ref = tomllib.loads((REPO_ROOT / "tests/reference-upstreams.toml").read_text())["vllm-0_18_1"]
+def _extract(key: str, path: str, dest: Path) -> Path:
+    """``path`` from the sdist pinned under ``key`` in tests/reference-upstreams.toml."""
+    ref = tomllib.loads((REPO_ROOT / "tests/reference-upstreams.toml").read_text())[key]
     sdist = fetch.fetch("vllm", ref["filename"], ref["sha256"])
-    dest = tmp_path_factory.mktemp("ref") / "deepseek_v2.py"
     with tarfile.open(sdist) as tar:
-        member = tar.extractfile(f"vllm-{ref['version']}/{REF}")
+        member = tar.extractfile(f"vllm-{ref['version']}/{path}")
         assert member is not None
         dest.write_bytes(member.read())
     return dest
 
 
-def run_semantics(python: Path, ref: Path, tmp_path: Path) -> dict[str, str]:
+@pytest.fixture(scope="module")
+def upstream_0_18_1_deepseek(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _extract("vllm-0_18_1", REF, tmp_path_factory.mktemp("ref") / "deepseek_v2.py")
+
+
+@pytest.fixture(scope="module")
+def upstream_0_23_0_deepseek_eagle3(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _extract("vllm-0_23_0", REF_EAGLE3, tmp_path_factory.mktemp("ref") / "deepseek_eagle3.py")
+
+
+def run_semantics(python: Path, ref: Path, tmp_path: Path, ref_eagle3: Path) -> dict[str, str]:
     """Run tests/semantics with ``python``; return test id -> outcome."""
     xml = tmp_path / "junit.xml"
-    env = {**os.environ, "VPQ_SEMANTICS": "1", "VPQ_UPSTREAM_DEEPSEEK_V2": str(ref), "VLLM_LOGGING_LEVEL": "ERROR"}
+    env = {**os.environ, "VPQ_SEMANTICS": "1", "VPQ_UPSTREAM_DEEPSEEK_V2": str(ref),
+           "VPQ_UPSTREAM_DEEPSEEK_EAGLE3": str(ref_eagle3), "VLLM_LOGGING_LEVEL": "ERROR"}
     proc = subprocess.run(
         [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}",
          "--rootdir", str(REPO_ROOT), str(REPO_ROOT / "tests/semantics")],
@@ -50,13 +61,17 @@ def run_semantics(python: Path, ref: Path, tmp_path: Path) -> dict[str, str]:
     return outcomes
 
 
-def test_semantic_tests_pass_on_the_patched_wheel(patched_python, upstream_0_18_1_deepseek, tmp_path) -> None:
-    outcomes = run_semantics(patched_python, upstream_0_18_1_deepseek, tmp_path)
+def test_semantic_tests_pass_on_the_patched_wheel(
+    patched_python, upstream_0_18_1_deepseek, upstream_0_23_0_deepseek_eagle3, tmp_path
+) -> None:
+    outcomes = run_semantics(patched_python, upstream_0_18_1_deepseek, tmp_path, upstream_0_23_0_deepseek_eagle3)
     assert len(outcomes) >= 30
     assert {k: v for k, v in outcomes.items() if v != "passed"} == {}
 
 
-def test_every_semantic_test_fails_on_unpatched_upstream(upstream_python, upstream_0_18_1_deepseek, tmp_path) -> None:
-    outcomes = run_semantics(upstream_python, upstream_0_18_1_deepseek, tmp_path)
+def test_every_semantic_test_fails_on_unpatched_upstream(
+    upstream_python, upstream_0_18_1_deepseek, upstream_0_23_0_deepseek_eagle3, tmp_path
+) -> None:
+    outcomes = run_semantics(upstream_python, upstream_0_18_1_deepseek, tmp_path, upstream_0_23_0_deepseek_eagle3)
     assert len(outcomes) >= 30
     assert {k: v for k, v in outcomes.items() if v != "failed"} == {}

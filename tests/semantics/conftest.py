@@ -34,6 +34,26 @@ from tests.semantics import stubs  # noqa: E402
 _DIST_READY = False
 
 
+def ensure_distributed() -> None:
+    """A single-process gloo world with TP = PP = 1, made once per process.
+    Call inside ``set_current_vllm_config``."""
+    global _DIST_READY
+    if not _DIST_READY:
+        init_distributed_environment(
+            world_size=1, rank=0, local_rank=0,
+            distributed_init_method=f"tcp://127.0.0.1:{stubs.free_port()}",
+            backend="gloo",
+        )
+        initialize_model_parallel(1, 1)
+        _DIST_READY = True
+
+
+@pytest.fixture
+def distributed() -> Callable[[], None]:
+    """``distributed()`` inside ``set_current_vllm_config``: see ``ensure_distributed``."""
+    return ensure_distributed
+
+
 @pytest.fixture
 def make_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[int], object]]:
     """``make_model(num_layers)`` -> a real ``DeepseekV3ForCausalLM`` built by
@@ -44,7 +64,6 @@ def make_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Call
     made = []
 
     def make(num_layers: int) -> object:
-        global _DIST_READY
         cfg_dir = stubs.write_text_config(tmp_path / f"cfg{num_layers}-{len(made)}", num_layers)
         vc = VllmConfig(
             model_config=ModelConfig(model=str(cfg_dir), skip_tokenizer_init=True),
@@ -52,14 +71,7 @@ def make_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Call
             compilation_config=CompilationConfig(mode=CompilationMode.NONE),
         )
         with set_current_vllm_config(vc):
-            if not _DIST_READY:
-                init_distributed_environment(
-                    world_size=1, rank=0, local_rank=0,
-                    distributed_init_method=f"tcp://127.0.0.1:{stubs.free_port()}",
-                    backend="gloo",
-                )
-                initialize_model_parallel(1, 1)
-                _DIST_READY = True
+            ensure_distributed()
             model = ds.DeepseekV3ForCausalLM(vllm_config=vc, prefix="")
         made.append(model)
         return model

@@ -145,5 +145,28 @@ def test_output_is_deterministic(tmp_path: Path) -> None:
 def test_cli_writes_the_fixture(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["fixture", str(tmp_path / "fx")]) == 0
     out = capsys.readouterr().out.split()
-    assert out == [str(tmp_path / "fx" / fixture.TARGET_DIR), str(tmp_path / "fx" / fixture.DRAFTER_DIR)]
+    assert out == [str(tmp_path / "fx" / n) for n in (fixture.TARGET_DIR, fixture.DRAFTER_DIR, *fixture.GPU_HEADS)]
     assert (tmp_path / "fx" / fixture.TARGET_DIR / "tokenizer.json").is_file()
+
+
+def test_gpu_heads_are_an_mla_head_and_an_eagle3_1_head_with_nested_ids(tmp_path: Path) -> None:
+    mla, e31 = (_json(d / "config.json") for d in fixture.write_fixture_heads(tmp_path))
+    ids = list(fixture.AUX_LAYER_IDS)
+    assert mla["architectures"] == ["Eagle3DeepseekV2ForCausalLM"] and mla["model_type"] == "deepseek_v2"
+    assert mla["kv_lora_rank"] + mla["qk_rope_head_dim"] == 576 and mla["rope_theta"] == fixture.KIMI_ROPE_THETA
+    assert mla["eagle_aux_hidden_state_layer_ids"] == ids
+    assert e31["architectures"] == ["LlamaForCausalLMEagle3"] and e31["fc_norm"] and e31["norm_output"]
+    assert "eagle_aux_hidden_state_layer_ids" not in e31
+    assert e31["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == ids
+
+
+@pytest.mark.parametrize("shape", list(fixture.HEAD_SHAPES))
+def test_every_head_shape_is_written_as_declared(tmp_path: Path, shape: str) -> None:
+    cfg = _json(fixture.write_eagle3_head(tmp_path, shape, (1, 3, 6)) / "config.json")
+    arch, model_type, ids_at, eagle31 = fixture.HEAD_SHAPES[shape]
+    assert cfg["architectures"] == [arch] and cfg["model_type"] == model_type
+    nested = cfg.get("eagle_config", {}).get("eagle_aux_hidden_state_layer_ids")
+    top = cfg.get("eagle_aux_hidden_state_layer_ids")
+    assert (top, nested) == {"top": ([1, 3, 6], None), "nested": (None, [1, 3, 6]),
+                             "absent": (None, None), "empty": ([], None)}[ids_at]
+    assert cfg.get("fc_norm", False) is eagle31 and cfg.get("norm_output", False) is eagle31

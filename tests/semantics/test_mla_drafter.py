@@ -1,0 +1,284 @@
+"""The MLA EAGLE-3 drafter (``Eagle3DeepseekV2ForCausalLM``) on CPU.
+
+The drafter is built by its own ``__init__`` from a real
+``SpeculativeConfig`` (a tiny DeepSeek-V3 target, a config-only MLA head
+written here), with three parts replaced because they need CUDA kernels:
+the MLA attention (``StubMLAAttention``: records the config it is given and
+applies a fixed projection ``[num_tokens, input_size] -> [num_tokens,
+hidden]``), the dense MLP and the RMSNorm (``TorchRMSNorm``: vLLM's RMSNorm
+math in plain torch, weights loadable). Everything else is shipped code:
+``combine_hidden_states``, the model's forward, ``load_weights`` with its
+name mapping (``midlayer.`` -> ``layers.0.``, ``d2t`` -> the draft-to-target
+map, ``t2d`` dropped).
+
+Rules checked (upstream ``vllm/model_executor/models/deepseek_eagle3.py``,
+v0.18.0, EAGLE 3.1 from v0.22.0/v0.23.0, vllm PRs #42764 and #43482):
+``combine_hidden_states([num_tokens, 3 * target_hidden]) -> [num_tokens,
+hidden]`` is ``fc`` of the concatenated states, each first normalised by
+its own ``fc_norm`` RMSNorm when the head has ``fc_norm``; the model's
+forward returns ``(normed, state for the next draft step)``, the latter
+post-norm with ``norm_output`` and pre-norm without; the head keeps its
+``rope_theta`` (vllm PR #51092, v0.28.0).
+
+The differential tests run upstream v0.23.0's own ``deepseek_eagle3.py``
+(extracted from the hash-pinned sdist by tests/integration/test_semantics.py,
+path in ``VPQ_UPSTREAM_DEEPSEEK_EAGLE3``) with the same stubs, config,
+weights and inputs, and require identical results.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+from torch import nn
+from vllm.config import (
+    CompilationConfig,
+    CompilationMode,
+    DeviceConfig,
+    ModelConfig,
+    ParallelConfig,
+    SpeculativeConfig,
+    VllmConfig,
+    set_current_vllm_config,
+)
+
+from tests.semantics import stubs
+
+H = stubs.HIDDEN  # draft and target hidden size
+VOCAB, DRAFT_VOCAB = 128, 96
+N_AUX = 3
+ROPE_THETA = 50000.0
+
+
+class TorchRMSNorm(nn.Module):
+    """vLLM's ``RMSNorm`` in plain torch: ``x / rms(x) * weight``; with a
+    residual, the fused add-norm ``(norm(x + residual), x + residual)``."""
+
+    def __init__(self, hidden_size: int, eps: float = 1e-6, **_: object) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+
+    def _norm(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+    def forward(self, x, residual=None):  # type: ignore[no-untyped-def]
+        if residual is None:
+            return self._norm(x)
+        s = x + residual
+        return self._norm(s), s
+
+
+class StubMLAAttention(nn.Module):
+    """Stands in for ``DeepseekV2MLAAttention`` (MLA kernels need CUDA)."""
+
+    configs: list[object] = []
+
+    def __init__(self, *, config, hidden_size, input_size=None, **_: object) -> None:  # type: ignore[no-untyped-def]
+        super().__init__()
+        StubMLAAttention.configs.append(config)
+        width = input_size or hidden_size
+        self.register_buffer(
+            "proj", torch.linspace(-1, 1, width * hidden_size, dtype=torch.float32).reshape(width, hidden_size)
+        )
+
+    def forward(self, positions, hidden_states, llama_4_scaling=None):  # type: ignore[no-untyped-def]
+        return torch.tanh(hidden_states @ self.proj)
+
+
+class StubMLP(nn.Module):
+    """Stands in for ``DeepseekV2MLP`` (its fused SiLU-and-mul needs CUDA)."""
+
+    def __init__(self, **_: object) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(0.5 * x) + 0.1 * x
+
+
+def _stub(module, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(module, "DeepseekV2MLAAttention", StubMLAAttention)
+    monkeypatch.setattr(module, "DeepseekV2MLP", StubMLP)
+    monkeypatch.setattr(module, "RMSNorm", TorchRMSNorm)
+
+
+@pytest.fixture
+def ours(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    from vllm.model_executor.models import deepseek_eagle3
+
+    _stub(deepseek_eagle3, monkeypatch)
+    return deepseek_eagle3
+
+
+@pytest.fixture
+def reference(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    path = os.environ.get("VPQ_UPSTREAM_DEEPSEEK_EAGLE3")
+    if not path:
+        pytest.fail("VPQ_UPSTREAM_DEEPSEEK_EAGLE3 is not set: run via tests/integration/test_semantics.py")
+    name = "vllm.model_executor.models._vpq_reference_deepseek_eagle3"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, name, module)
+    spec.loader.exec_module(module)
+    _stub(module, monkeypatch)
+    return module
+
+
+def write_head(dest: Path, *, fc_norm: bool, norm_output: bool) -> Path:
+    cfg = {
+        "model_type": "deepseek_v2",
+        "architectures": ["Eagle3DeepseekV2ForCausalLM"],
+        "hidden_size": H, "target_hidden_size": H, "intermediate_size": 32,
+        "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2,
+        "kv_lora_rank": 8, "q_lora_rank": 8, "qk_rope_head_dim": 4, "qk_nope_head_dim": 4, "v_head_dim": 4,
+        "n_routed_experts": None, "vocab_size": VOCAB, "draft_vocab_size": DRAFT_VOCAB,
+        "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "rope_theta": ROPE_THETA,
+        "hidden_act": "silu", "torch_dtype": "float32", "tie_word_embeddings": False,
+        "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2, 3], "use_aux_hidden_state": True},
+        "fc_norm": fc_norm, "norm_output": norm_output,
+    }
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "config.json").write_text(json.dumps(cfg))
+    return dest
+
+
+def checkpoint(dest: Path) -> dict[str, torch.Tensor]:
+    """A tiny safetensors checkpoint in the public heads' naming, read back."""
+    g = torch.Generator().manual_seed(7)
+
+    def r(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=g, dtype=torch.float32)
+
+    tensors = {
+        "fc.weight": r(H, N_AUX * H) * 0.2,
+        **{f"fc_norm.{i}.weight": 1.0 + 0.5 * r(H) for i in range(N_AUX)},
+        "norm.weight": 1.0 + 0.1 * r(H),
+        "midlayer.hidden_norm.weight": 1.0 + 0.1 * r(H),
+        "midlayer.input_layernorm.weight": 1.0 + 0.1 * r(H),
+        "midlayer.post_attention_layernorm.weight": 1.0 + 0.1 * r(H),
+        "embed_tokens.weight": r(VOCAB, H),
+        "lm_head.weight": r(DRAFT_VOCAB, H),
+        "d2t": torch.arange(DRAFT_VOCAB, dtype=torch.int64) % 5,
+        "t2d": torch.arange(VOCAB) % 4 != 0,
+    }
+    from safetensors.torch import load_file
+
+    save_file(tensors, str(dest))
+    return load_file(str(dest))
+
+
+def build(module, tmp_path: Path, distributed, *, fc_norm: bool, norm_output: bool):  # type: ignore[no-untyped-def]
+    target = stubs.write_text_config(tmp_path / "target", 4)
+    head = write_head(tmp_path / f"head-{fc_norm}-{norm_output}", fc_norm=fc_norm, norm_output=norm_output)
+    mc = ModelConfig(model=str(target), skip_tokenizer_init=True, dtype="float32")
+    sc = SpeculativeConfig(
+        target_model_config=mc, target_parallel_config=ParallelConfig(),
+        method="eagle3", model=str(head), num_speculative_tokens=2,
+    )
+    vc = VllmConfig(
+        model_config=mc, speculative_config=sc, device_config=DeviceConfig(device="cpu"),
+        compilation_config=CompilationConfig(mode=CompilationMode.NONE),
+    )
+    with set_current_vllm_config(vc):
+        distributed()
+        model = module.Eagle3DeepseekV2ForCausalLM(vllm_config=vc, prefix="")
+    weights = checkpoint(tmp_path / "head.safetensors")
+    with set_current_vllm_config(vc):
+        model.load_weights(weights.items())
+    return model, weights
+
+
+def aux_states() -> torch.Tensor:
+    """``[num_tokens, 3 * target_hidden]``: three captured target states with
+    very different scales, so per-state normalisation matters."""
+    t = torch.linspace(-1, 1, 5 * H, dtype=torch.float32).reshape(5, H)
+    return torch.cat([t, 10.0 * t.flip(0) + 1.0, 0.01 * torch.cos(3 * t)], dim=-1)
+
+
+def rms(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+
+def test_load_weights_places_fc_norm_d2t_and_the_midlayer(ours, tmp_path, distributed) -> None:
+    model, w = build(ours, tmp_path, distributed, fc_norm=True, norm_output=True)
+    for i in range(N_AUX):
+        torch.testing.assert_close(model.model.fc_norm[i].weight.data, w[f"fc_norm.{i}.weight"], rtol=0, atol=0)
+    torch.testing.assert_close(model.model.fc.weight.data, w["fc.weight"], rtol=0, atol=0)
+    torch.testing.assert_close(model.model.layers[0].hidden_norm.weight.data, w["midlayer.hidden_norm.weight"])
+    assert torch.equal(model.draft_id_to_target_id.data, w["d2t"])
+    assert not any("t2d" in n for n, _ in model.named_parameters())
+
+
+def test_combine_hidden_states_normalises_each_state_with_fc_norm(ours, tmp_path, distributed) -> None:
+    model, w = build(ours, tmp_path, distributed, fc_norm=True, norm_output=False)
+    x = aux_states()
+    chunks = x.chunk(N_AUX, dim=-1)
+    expected = torch.cat([rms(c, w[f"fc_norm.{i}.weight"]) for i, c in enumerate(chunks)], -1) @ w["fc.weight"].T
+    got = model.combine_hidden_states(x)
+    assert got.shape == (5, H)
+    torch.testing.assert_close(got, expected)
+
+
+def test_combine_hidden_states_is_plain_fc_without_fc_norm(ours, tmp_path, distributed) -> None:
+    model, w = build(ours, tmp_path, distributed, fc_norm=False, norm_output=False)
+    assert model.model.fc_norm is None
+    x = aux_states()
+    torch.testing.assert_close(model.combine_hidden_states(x), x @ w["fc.weight"].T)
+
+
+@pytest.mark.parametrize("norm_output", [True, False])
+def test_norm_output_chooses_the_state_for_the_next_draft_step(ours, tmp_path, distributed, norm_output) -> None:
+    model, w = build(ours, tmp_path, distributed, fc_norm=True, norm_output=norm_output)
+    ids, pos = torch.tensor([3, 9, 27, 81, 5]), torch.arange(5)
+    hidden = model.combine_hidden_states(aux_states())
+    normed, nxt = model(ids, pos, hidden)
+    assert normed.shape == nxt.shape == (5, H)
+    # normed = norm(prenorm); prenorm = normed / (norm weight * 1/rms): recompute it.
+    layer_out, residual = model.model.layers[0](pos, model.model.embed_input_ids(ids), hidden, None)
+    prenorm = layer_out + residual
+    torch.testing.assert_close(normed, rms(prenorm, w["norm.weight"]))
+    torch.testing.assert_close(nxt, normed if norm_output else prenorm)
+    assert not torch.allclose(normed, prenorm)
+
+
+def test_mla_drafter_keeps_rope_theta(ours, tmp_path, distributed) -> None:
+    StubMLAAttention.configs.clear()
+    build(ours, tmp_path, distributed, fc_norm=False, norm_output=False)
+    (cfg,) = StubMLAAttention.configs
+    assert cfg.rope_parameters["rope_theta"] == ROPE_THETA
+    assert cfg.rope_parameters["rope_type"] == "default"
+
+
+@pytest.mark.parametrize(("fc_norm", "norm_output"), [(True, True), (True, False), (False, False)])
+def test_same_as_upstream_0_23_0(ours, reference, tmp_path, distributed, fc_norm, norm_output) -> None:
+    a, _ = build(ours, tmp_path / "ours", distributed, fc_norm=fc_norm, norm_output=norm_output)
+    b, _ = build(reference, tmp_path / "ref", distributed, fc_norm=fc_norm, norm_output=norm_output)
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sa.keys() == sb.keys()
+    for k in sa:
+        torch.testing.assert_close(sa[k], sb[k], rtol=0, atol=0)
+    x = aux_states()
+    ha, hb = a.combine_hidden_states(x), b.combine_hidden_states(x)
+    torch.testing.assert_close(ha, hb, rtol=0, atol=0)
+    ids, pos = torch.tensor([3, 9, 27, 81, 5]), torch.arange(5)
+    for oa, ob in zip(a(ids, pos, ha), b(ids, pos, hb), strict=True):
+        torch.testing.assert_close(oa, ob, rtol=0, atol=0)
+
+
+def test_differs_from_0_23_0_which_drops_rope_theta(reference, tmp_path, distributed) -> None:
+    """Upstream's drafter before v0.28.0 (vllm PR #51092) replaces
+    rope_parameters with ``{"rope_type": "default"}`` when the head has no
+    rope_scaling, so get_rope falls back to base 10000: the rope test above
+    fails on that code."""
+    StubMLAAttention.configs.clear()
+    build(reference, tmp_path, distributed, fc_norm=False, norm_output=False)
+    (cfg,) = StubMLAAttention.configs
+    assert cfg.rope_parameters == {"rope_type": "default"}
