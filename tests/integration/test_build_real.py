@@ -22,6 +22,8 @@ EXPECTED_CHANGED = (
     "vllm/config/speculative.py",
     "vllm/model_executor/models/deepseek_v2.py",
     "vllm/model_executor/models/kimi_k25.py",
+    "vllm/tool_parsers/kimi_k2_tool_parser.py",
+    "vllm/tool_parsers/utils.py",
     "vllm/v1/spec_decode/eagle.py",
 )
 
