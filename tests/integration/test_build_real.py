@@ -20,8 +20,10 @@ from tests.conftest import REPO_ROOT
 EXPECTED_CHANGED = (
     "vllm/_version.py",
     "vllm/config/speculative.py",
+    "vllm/entrypoints/openai/chat_completion/serving.py",
     "vllm/model_executor/models/deepseek_v2.py",
     "vllm/model_executor/models/kimi_k25.py",
+    "vllm/reasoning/kimi_k2_reasoning_parser.py",
     "vllm/tool_parsers/kimi_k2_tool_parser.py",
     "vllm/tool_parsers/utils.py",
     "vllm/v1/spec_decode/eagle.py",

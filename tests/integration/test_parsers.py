@@ -1,6 +1,7 @@
-"""Drive tests/parsers inside the wheel venvs: every replay passes on the
-patched wheel; on unpatched upstream vLLM 0.17.1 the tool-call replays fail
-for every k >= 2 (and the reasoning replays that our patches fix fail too).
+"""Drive tests/parsers inside the wheel venvs: every test passes on the
+patched wheel; on unpatched upstream vLLM 0.17.1 each multi-token replay
+(tool parser, reasoning parser, the server's streaming path) fails for every
+k >= 2.
 
 The reference upstream for the differential test (tests/reference-upstreams.toml)
 is fetched here, hash-checked, and its sdist path passed in ``VPQ_REFERENCE_SDIST``.
@@ -55,17 +56,23 @@ def test_every_parser_replay_passes_on_the_patched_wheel(patched_python, referen
     assert {k: v for k, v in outcomes.items() if v != "passed"} == {}
 
 
-def test_tool_call_replays_fail_on_unpatched_upstream_for_every_k_from_2(
+#: Test functions in tests/parsers that replay k tokens per delta, by file.
+MULTI_TOKEN_REPLAYS = (
+    "test_kimi_k2_tool_parser_replay::test_streamed_calls_equal_the_encoded_and_the_non_streaming_calls",
+    "test_kimi_k2_reasoning_parser_replay::test_reasoning_alone_streams_what_the_non_streaming_parse_returns",
+    "test_server_streaming::test_server_streams_the_encoded_tool_calls",
+    "test_server_streaming::test_server_streams_reasoning_then_tool_calls",
+)
+
+
+def test_multi_token_replays_fail_on_unpatched_upstream_for_every_k_from_2(
     upstream_python, reference_sdist, tmp_path
 ) -> None:
     outcomes = run_parsers(upstream_python, reference_sdist, tmp_path)
-    replay = {
-        name: v for name, v in outcomes.items()
-        if "test_kimi_k2_tool_parser_replay" in name and "test_streamed_calls_equal" in name
-    }
-    assert len(replay) >= 72
-    failing_ks = {int(m.group(1)) for n, v in replay.items() if v == "failed" and (m := re.search(r"-(\d+)\]$", n))}
-    assert set(range(2, 9)) <= failing_ks
-    # Most multi-token replays break, not just an odd one.
-    multi = [v for n, v in replay.items() if not n.endswith("-1]")]
-    assert multi.count("failed") > len(multi) // 2
+    for function in MULTI_TOKEN_REPLAYS:
+        runs = {name: v for name, v in outcomes.items() if f"{function}[" in name}
+        assert len(runs) >= 40, function
+        failing_ks = {int(m.group(1)) for n, v in runs.items() if v == "failed" and (m := re.search(r"-(\d+)\]$", n))}
+        assert set(range(2, 9)) <= failing_ks, function
+    tool = [v for n, v in outcomes.items() if MULTI_TOKEN_REPLAYS[0] in n and not n.endswith("-1]")]
+    assert tool.count("failed") > len(tool) // 2, "most multi-token tool-call replays break, not an odd one"

@@ -6,8 +6,8 @@ tokens, so one streaming delta carries several tokens. This module drives the
 server does (``vllm/entrypoints/openai/chat_completion/serving.py``,
 ``chat_completion_stream_generator``): for every delta it passes the previous
 and current text, the previous and current token ids and the delta, and keeps
-the same running state, including the hand-over from the reasoning parser to
-the tool parser when reasoning ends. It then assembles the stream as an
+the same running state. (The hand-over from the reasoning parser to the tool
+parser is the server's own code; test_server_streaming.py drives that.) It then assembles the stream as an
 OpenAI client does and compares it with the server's non-streaming path
 (``chat_completion_full_generator``: ``extract_reasoning``, then
 ``extract_tool_calls`` on the content).
@@ -75,14 +75,11 @@ class Result:
 
 
 def request(**kw: Any) -> ChatCompletionRequest:
-    """A streaming chat request offering ``TOOLS`` with ``tool_choice="auto"``."""
+    """A streaming chat request offering ``TOOLS`` with ``tool_choice="auto"``
+    unless ``kw`` says otherwise."""
+    fields: dict[str, Any] = {"tools": TOOLS, "tool_choice": "auto", **kw}
     return ChatCompletionRequest(
-        model="kimi-k2.5",
-        messages=[{"role": "user", "content": "hi"}],
-        tools=TOOLS,
-        tool_choice="auto",
-        stream=True,
-        **kw,
+        model="kimi-k2.5", messages=[{"role": "user", "content": "hi"}], stream=True, **fields
     )
 
 
@@ -144,13 +141,18 @@ def stream(
     reasoning_parser_cls: type | None = None,
     req: ChatCompletionRequest | None = None,
 ) -> Result:
-    """Replay ``ids`` in deltas of ``k`` tokens through fresh parser instances.
+    """Replay ``ids`` in deltas of ``k`` tokens through a fresh parser instance.
 
-    With a tool parser and a reasoning parser this is the server's
-    ``tool_choice_auto and reasoning_parser`` branch; with only a tool parser
-    its ``tool_choice_auto`` branch; with only a reasoning parser its
-    reasoning-only branch. The prompt is taken not to end reasoning.
+    With a tool parser this is the server's ``tool_choice_auto`` branch, with
+    a reasoning parser its reasoning-only branch (the prompt taken not to end
+    reasoning). The hand-over between the two lives in the server's own code,
+    so tests/parsers/test_server_streaming.py drives that code instead.
+
+    Raises:
+        ValueError: both parsers, or neither, given.
     """
+    if (tool_parser_cls is None) == (reasoning_parser_cls is None):
+        raise ValueError("give exactly one of tool_parser_cls and reasoning_parser_cls")
     req = req or request()
     tool = tool_parser_cls(tokenizer) if tool_parser_cls else None
     if tool is not None:
@@ -159,41 +161,12 @@ def stream(
     result = Result()
     calls: dict[int, dict[str, str]] = {}
     previous_text, previous_ids = "", []
-    reasoning_ended, added_content_delta = False, False
     for delta_text, delta_ids in deltas(tokenizer, ids, k):
         current_text = previous_text + delta_text
         current_ids = previous_ids + delta_ids
         msg: DeltaMessage | None = None
         try:
-            if tool is not None and reasoning is not None:
-                if not reasoning_ended:
-                    msg = reasoning.extract_reasoning_streaming(
-                        previous_text, current_text, delta_text, previous_ids, current_ids, delta_ids
-                    )
-                    if reasoning.is_reasoning_end(delta_ids):
-                        reasoning_ended = True
-                        current_ids = reasoning.extract_content_ids(delta_ids)
-                        if msg and msg.content:
-                            current_text = msg.content
-                            msg.content = None
-                        else:
-                            current_text = ""
-                if reasoning_ended:
-                    tool_delta_text, tool_delta_ids = delta_text, delta_ids
-                    if not added_content_delta:
-                        added_content_delta = True
-                        previous_text, previous_ids = "", []
-                        tool_delta_text, tool_delta_ids = current_text, current_ids
-                    msg = tool.extract_tool_calls_streaming(
-                        previous_text=previous_text,
-                        current_text=current_text,
-                        delta_text=tool_delta_text,
-                        previous_token_ids=previous_ids,
-                        current_token_ids=current_ids,
-                        delta_token_ids=tool_delta_ids,
-                        request=req,
-                    )
-            elif tool is not None:
+            if tool is not None:
                 msg = tool.extract_tool_calls_streaming(
                     previous_text=previous_text,
                     current_text=current_text,
@@ -203,12 +176,11 @@ def stream(
                     delta_token_ids=delta_ids,
                     request=req,
                 )
-            elif reasoning is not None:
+            else:
+                assert reasoning is not None
                 msg = reasoning.extract_reasoning_streaming(
                     previous_text, current_text, delta_text, previous_ids, current_ids, delta_ids
                 )
-            else:
-                msg = DeltaMessage(content=delta_text)
         except Exception as exc:  # the server does not catch here; record it
             result.errors.append(repr(exc))
         _collect(result, msg, calls)
