@@ -17,7 +17,9 @@ special tokens, and the Kimi-K2 parsers read them as text (Kimi's own
 tokenizer keeps them in the text; the patched tool parser's
 ``adjust_request`` forces it for any tokenizer). The delta text of a step is
 ``decode(ids[:n + k])`` minus ``decode(ids[:n])``, which is what vLLM's
-incremental detokenizer yields for the ASCII text used here.
+incremental detokenizer yields for the ASCII text used here (it is computed
+with a few tokens of left context, and the deltas must add up to the whole
+text).
 """
 
 from __future__ import annotations
@@ -104,9 +106,13 @@ def deltas(tokenizer: Any, ids: Sequence[int], k: int) -> list[tuple[str, list[i
         raise ValueError(f"k must be at least 1, got {k}")
     out = []
     for n in range(0, len(ids), k):
-        before, after = decode(tokenizer, ids[:n]), decode(tokenizer, ids[: n + k])
+        # A few tokens of left context, as vLLM's incremental detokenizer keeps.
+        context = list(ids[max(0, n - 6) : n])
+        chunk = list(ids[n : n + k])
+        before, after = decode(tokenizer, context), decode(tokenizer, context + chunk)
         assert after.startswith(before)
-        out.append((after[len(before):], list(ids[n : n + k])))
+        out.append((after[len(before):], chunk))
+    assert "".join(text for text, _ in out) == decode(tokenizer, ids)
     return out
 
 
