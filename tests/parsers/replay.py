@@ -93,11 +93,16 @@ def encode(tokenizer: Any, text: str) -> list[int]:
 
 
 def decode(tokenizer: Any, ids: Sequence[int]) -> str:
+    """Text of ``ids`` with the special tokens kept (see the module docstring)."""
     return tokenizer.decode(list(ids), skip_special_tokens=False)
 
 
 def deltas(tokenizer: Any, ids: Sequence[int], k: int) -> list[tuple[str, list[int]]]:
     """``(delta_text, delta_token_ids)`` for each engine step of ``k`` tokens.
+
+    Returns ``ceil(len(ids) / k)`` steps; each carries ``k`` token ids (the
+    last one ``len(ids) % k`` when that is not 0), and the texts add up to
+    ``decode(ids)``.
 
     Raises:
         ValueError: ``k < 1``.
