@@ -25,6 +25,7 @@ def repo_root() -> Path:
     return REPO_ROOT
 
 
-# tests/semantics runs inside a venv holding a vLLM wheel, driven by
-# tests/integration/test_semantics.py, which sets VPQ_SEMANTICS=1.
-collect_ignore = [] if os.environ.get("VPQ_SEMANTICS") == "1" else ["semantics"]
+# tests/semantics and tests/parsers run inside a venv holding a vLLM wheel,
+# driven by tests/integration/test_semantics.py and test_parsers.py, which set
+# VPQ_SEMANTICS=1 or VPQ_PARSERS=1.
+collect_ignore = [d for d, var in (("semantics", "VPQ_SEMANTICS"), ("parsers", "VPQ_PARSERS")) if os.environ.get(var) != "1"]

@@ -56,6 +56,15 @@ MEDIA_PLACEHOLDER = 1000
 #: Kimi-K2.5 chat and media special tokens, by id. ``<|media_pad|>`` is the
 #: media placeholder vLLM expands to one token per image embedding.
 KIMI_SPECIAL_TOKENS = {
+    # Reasoning and tool-call markers, as Kimi-K2's tokenizer has them (one
+    # token each); the kimi_k2 reasoning and tool parsers read them.
+    980: "<think>",
+    981: "</think>",
+    982: "<|tool_calls_section_begin|>",
+    983: "<|tool_calls_section_end|>",
+    984: "<|tool_call_begin|>",
+    985: "<|tool_call_argument_begin|>",
+    986: "<|tool_call_end|>",
     990: "<|im_end|>",
     991: "<|im_user|>",
     992: "<|im_assistant|>",

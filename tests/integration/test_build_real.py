@@ -20,11 +20,15 @@ from tests.conftest import REPO_ROOT
 EXPECTED_CHANGED = (
     "vllm/_version.py",
     "vllm/config/speculative.py",
+    "vllm/entrypoints/openai/chat_completion/serving.py",
     "vllm/model_executor/models/deepseek_eagle3.py",  # added by the series (git status A)
     "vllm/model_executor/models/deepseek_v2.py",
     "vllm/model_executor/models/kimi_k25.py",
     "vllm/model_executor/models/llama_eagle3.py",
     "vllm/model_executor/models/registry.py",
+    "vllm/reasoning/kimi_k2_reasoning_parser.py",
+    "vllm/tool_parsers/kimi_k2_tool_parser.py",
+    "vllm/tool_parsers/utils.py",
     "vllm/transformers_utils/config.py",
     "vllm/transformers_utils/model_arch_config_convertor.py",
     "vllm/v1/spec_decode/eagle.py",

@@ -20,12 +20,16 @@ from tests.conftest import REPO_ROOT
 
 SPECULATIVE = "vllm/config/speculative.py"
 OUR_NAMES = ["deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25"]
+#: Where the streaming-parser patches live (not absorbed by 0.18.1; their
+#: files do not all exist in 0.16.0).
+PARSER_DIRS = ("tool_parsers", "reasoning", "entrypoints")
 
 
 #: The target-side series these cases were measured on (README, "Moving to
-#: a new upstream"). The drafter-side patches that follow it in ``series``
-#: (MLA drafter, EAGLE 3.1, layer-id lookup) are not yet measured across
-#: releases here, so the fixture keeps only these five.
+#: a new upstream"): the first five patches. The drafter-side patches that
+#: follow them in ``series`` (MLA drafter, EAGLE 3.1, layer-id lookup) are
+#: not yet measured across releases here, so the fixture keeps these five
+#: and the streaming-parser patches.
 TARGET_SIDE = 5
 
 
@@ -34,12 +38,25 @@ def root(tmp_path: Path) -> Path:
     r = tmp_path / "repo"
     r.mkdir()
     shutil.copy(REPO_ROOT / "upstream.lock", r / "upstream.lock")
-    names = series.read_series(REPO_ROOT)[:TARGET_SIDE]
+    every = series.read_series(REPO_ROOT)
+    names = every[:TARGET_SIDE] + [n for n in every if n.startswith(PARSER_DIRS)]
     (r / "series").write_text("".join(f"{n}\n" for n in names))
     for n in names:
         (r / "patches" / n).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO_ROOT / "patches" / n, r / "patches" / n)
     return r
+
+
+def eagle3_only(root: Path) -> None:
+    """Drop the streaming-parser patches from the copy, leaving the EAGLE-3 five."""
+    kept = [ln for ln in (root / "series").read_text().splitlines(keepends=True) if not ln.startswith(PARSER_DIRS)]
+    (root / "series").write_text("".join(kept))
+    for d in PARSER_DIRS:
+        shutil.rmtree(root / "patches" / d, ignore_errors=True)
+
+
+def parser_patches(root: Path) -> list[str]:
+    return [n for n in series.read_series(root) if n.startswith(PARSER_DIRS)]
 
 
 def inputs(root: Path) -> dict[str, bytes]:
@@ -68,16 +85,23 @@ def resolve_allowlist_conflict(root: Path) -> None:
     g.git(["add", SPECULATIVE], work)
 
 
-def test_0_17_1_to_0_18_1_absorbs_every_patch_and_empties_the_series(root: Path) -> None:
+def test_0_17_1_to_0_18_1_absorbs_every_eagle3_patch_and_keeps_the_parser_patches(root: Path) -> None:
+    parsers = parser_patches(root)
+    assert len(parsers) == 4
     proc = vpq(root, "0.18.1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     print(proc.stdout)
     rows = [ln for ln in proc.stdout.splitlines() if ".patch" in ln]
-    assert len(rows) == 5 and all(" absorbed " in r and "Applied-Upstream: 0.18.1" in r for r in rows)
-    signals = " ".join(rows)
+    eagle3 = [r for r in rows if not r.strip().startswith(PARSER_DIRS)]
+    assert len(eagle3) == 5 and all(" absorbed " in r and "Applied-Upstream: 0.18.1" in r for r in eagle3)
+    signals = " ".join(eagle3)
     for signal in ("empty", "reverse-applies", "contract", "3-way merge conflicted"):
         assert signal in signals
-    assert series.read_series(root) == [] and not list((root / "patches").rglob("*.patch"))
+    # 0.18.1 has none of the streaming-parser fixes (v0.20.0 has the tool parser's).
+    kept = [r for r in rows if r.strip().startswith(PARSER_DIRS)]
+    assert len(kept) == 4 and all(" clean " in r or " rebased " in r for r in kept)
+    assert series.read_series(root) == parsers
+    assert sorted(str(p.relative_to(root / "patches")) for p in (root / "patches").rglob("*.patch")) == sorted(parsers)
     pin = lock.load(root)
     assert (pin.version, pin.tag, pin.commit) == ("0.18.1", "v0.18.1", "a26e8dc7f")
     assert pin.sdist.sha256 == "8d18eff1c4ed21eb8cf7a45a1d1b34752d5ec287e79186e451d5c2f797cacdb7"
@@ -97,11 +121,20 @@ def test_round_trip_0_17_0_and_back_is_clean_and_byte_identical(root: Path) -> N
     assert back.returncode == 0, back.stdout + back.stderr
     for out in (there.stdout, back.stdout):
         rows = [ln for ln in out.splitlines() if ".patch" in ln]
-        assert len(rows) == 5 and all(" clean " in r for r in rows), out
+        assert len(rows) == len(series.read_series(root)) == 9 and all(" clean " in r for r in rows), out
+    assert inputs(root) == start
+
+
+def test_0_16_0_has_no_kimi_k2_reasoning_parser_so_the_full_series_cannot_move(root: Path) -> None:
+    start = inputs(root)
+    proc = vpq(root, "0.16.0", "--no-build")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "vllm 0.16.0 has no vllm/reasoning/kimi_k2_reasoning_parser.py" in proc.stderr
     assert inputs(root) == start
 
 
 def test_0_16_0_conflict_stops_abort_restores_continue_finishes_and_back_is_identical(root: Path) -> None:
+    eagle3_only(root)  # the conflict and its resolution concern the EAGLE-3 allowlist
     start = inputs(root)
     stopped = vpq(root, "0.16.0", "--no-build")
     assert stopped.returncode == 1
