@@ -540,9 +540,22 @@ def _quiet() -> Iterator[None]:
         yield
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
+def _first_line(exc: BaseException, limit: int = 240) -> str:
+    """One line for an exception, at most ``limit`` characters; for pydantic's
+    ``ValidationError`` (vLLM's configs) the first error's message, not the
+    generic headline."""
+    line = ""
+    try:
+        msg = exc.errors()[0]["msg"]  # type: ignore[attr-defined]
+        if isinstance(msg, str):
+            line = " ".join(msg.split())
+    except Exception:  # noqa: BLE001
+        pass
+    if not line:
+        text = str(exc).strip().splitlines()
+        line = text[0] if text else ""
+    line = f"{type(exc).__name__}: {line}".strip()
+    return line if len(line) <= limit else line[:limit - 3] + "..."
 
 
 def ask_vllm(pair: Pair, findings: list[Finding]) -> list[Finding]:
@@ -562,6 +575,9 @@ def ask_vllm(pair: Pair, findings: list[Finding]) -> list[Finding]:
       (``ModelRegistry.resolve_model_cls``), or why it does not.
     - ``mtp-trap``: confirmed or lifted by calling the wheel's own
       ``SpeculativeConfig.hf_config_override`` on the drafter's config.
+    - ``eagle31-wheel``: an EAGLE 3.1 flag (``fc_norm``, ``norm_output``) that
+      the module of the resolved drafter class never mentions is ignored by
+      this wheel: an error.
     - ``layer-ids-wheel``: the ids the wheel will use, from the model
       runner's ``_get_eagle3_aux_layers_from_config``
       (vllm/v1/worker/gpu_model_runner.py), falling back to the target's
@@ -660,6 +676,7 @@ def _ask_vllm_pair(pair: Pair, findings: list[Finding], add: Any) -> None:
                 sc.draft_model_config.architectures, sc.draft_model_config)
             add(INFO, "drafter-class", f"{d_arch} -> {arch} -> {cls.__module__}.{cls.__name__}",
                 dfile, "architectures")
+            _ask_eagle31(pair, cls, add)
         except Exception as exc:  # noqa: BLE001
             add(ERROR, "drafter-class", f"this wheel cannot resolve the drafter's class: "
                 f"{_first_line(exc)}", dfile, "architectures")
@@ -697,6 +714,30 @@ def _ask_vllm_pair(pair: Pair, findings: list[Finding], add: Any) -> None:
                 f"{_first_line(exc)}", dfile, pair.layer_ids_key or LAYER_IDS_KEY)
 
 
+def _ask_eagle31(pair: Pair, cls: type, add: Any) -> None:
+    """``eagle31-wheel``: an EAGLE 3.1 flag the drafter's class never reads is
+    silently ignored. Asked of the wheel's own source: the module that
+    defines the resolved class must mention the flag."""
+    import inspect
+
+    flags = [f for f in EAGLE31_WEIGHTS if pair.drafter_cfg.get(f)]
+    if not flags:
+        return
+    try:
+        source = inspect.getsource(sys.modules[cls.__module__])
+    except Exception as exc:  # noqa: BLE001
+        add(NOTE, "eagle31-wheel", f"could not read {cls.__module__}'s source: {_first_line(exc)}")
+        return
+    dfile = str(pair.drafter_dir / "config.json")
+    ignored = [f for f in flags if f not in source]
+    if ignored:
+        add(ERROR, "eagle31-wheel", f"{', '.join(ignored)} set (EAGLE 3.1) but this wheel's "
+            f"{cls.__module__} never reads it: the head would run as plain EAGLE-3", dfile,
+            ignored[0])
+    else:
+        add(INFO, "eagle31-wheel", f"{cls.__module__} reads {', '.join(flags)}", dfile, flags[0])
+
+
 # --------------------------------------------------------------------------
 # Preflight: report
 # --------------------------------------------------------------------------
@@ -730,8 +771,14 @@ def exit_code(findings: Sequence[Finding], strict: bool = False) -> int:
 def render(findings: Sequence[Finding], target_dir: Path, drafter_dir: Path, strict: bool) -> str:
     """The human report: one line per finding, then a summary line."""
     lines = [f"preflight: target {target_dir}", f"           drafter {drafter_dir}"]
+    def short(path: str) -> str:  # paths relative to the two directories named above
+        for label, d in (("drafter", str(drafter_dir)), ("target", str(target_dir))):
+            if path == d or path.startswith(d + os.sep):
+                return label + path[len(d):]
+        return path
+
     for f in findings:
-        where = f"{f.file}{': ' + f.key if f.key else ''}"
+        where = f"{short(f.file)}{': ' + f.key if f.key else ''}"
         lines.append(f"  {f.severity:<7} {f.rule:<20} {f.message}")
         if where:
             lines.append(f"  {'':<7} {'':<20} [{where}]")
