@@ -315,8 +315,9 @@ def check_pair(pair: Pair) -> list[Finding]:
     - ``drafter``: architecture (``drafter-config`` error when missing);
       ``mtp-trap``: ``model_type`` in ``MTP_REWRITTEN_TYPES`` is rewritten to
       ``deepseek_mtp`` by ``SpeculativeConfig.hf_config_override``
-      (vllm/config/speculative.py); ``mla``: an MLA head (``kv_lora_rank`` or
-      an MLA ``model_type``); ``eagle31-weights``: ``fc_norm`` / ``norm_output``
+      (vllm/config/speculative.py); ``mla``: an MLA head recognised by
+      ``kv_lora_rank`` (info), or an MLA ``model_type`` / DeepSeek
+      architecture without it (error); ``eagle31-weights``: ``fc_norm`` / ``norm_output``
       set without ``fc_norm.weight`` / ``norm.weight`` (error), or
       ``fc_norm.weight`` present with ``fc_norm`` unset (warning).
     - ``layer-ids``: ``layer-ids-source`` (top level, ``eagle_config``, or
@@ -378,9 +379,13 @@ def check_pair(pair: Pair) -> list[Finding]:
             "by vLLM's SpeculativeConfig.hf_config_override (vllm/config/speculative.py): the "
             "EAGLE-3 head would load as an MTP module; type an MLA head deepseek_v2 or kimi_k2",
             key="model_type")
-    if "kv_lora_rank" in dc or d_type in MLA_TYPES:
+    if "kv_lora_rank" in dc:
         add(INFO, "mla", "drafter", f"MLA head (kv_lora_rank {dc.get('kv_lora_rank')}, "
-            f"model_type {d_type})", key="kv_lora_rank" if "kv_lora_rank" in dc else "model_type")
+            f"model_type {d_type})", key="kv_lora_rank")
+    elif d_type in MLA_TYPES or "deepseek" in d_arch.lower():
+        add(ERROR, "mla", "drafter",
+            f"{d_arch} / model_type {d_type} is an MLA head but the config has no kv_lora_rank "
+            "(nor the other MLA shapes): vLLM cannot build its attention", key="kv_lora_rank")
     if not pair.tensors:
         add(ERROR, "no-weights", "drafter",
             "no *.safetensors (and no model.safetensors.index.json) in the drafter directory: "
@@ -829,8 +834,13 @@ def main(argv: list[str] | None = None) -> int:
     if ns.model or ns.drafter:
         if not (ns.model and ns.drafter):
             ap.error("--model and --drafter go together")
-        return run_preflight(ns.model, ns.drafter, as_json=ns.json, strict=ns.strict,
-                             use_vllm=not ns.no_vllm)
+        try:
+            return run_preflight(ns.model, ns.drafter, as_json=ns.json, strict=ns.strict,
+                                 use_vllm=not ns.no_vllm)
+        except Exception as exc:  # noqa: BLE001 - last resort: one line, never a traceback
+            print(f"preflight: FAILED: unexpected {_first_line(exc)} (a bug in this script; "
+                  "please report it with the two config.json files)", file=sys.stderr)
+            return 1
     if ns.json or ns.strict or ns.no_vllm:
         ap.error("--json, --strict and --no-vllm need --model and --drafter")
     try:

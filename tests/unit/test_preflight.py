@@ -141,6 +141,8 @@ BROKEN: list[tuple[str, Callable[[], heads.Head], Mutate, list[tuple[str, str]],
      [("error", "drafter-config")], 1, 1),
     ("mtp-trap", heads.mla_deepseek_v2, _set(model_type="deepseek_v3"),
      [("error", "mtp-trap")], 1, 1),
+    ("mla-without-kv_lora_rank", heads.mla_kimi_k2, _del("kv_lora_rank"),
+     [("error", "mla")], 1, 1),
     ("eagle31-fc_norm-weight-missing", heads.eagle31, _tensor("fc_norm.weight", None),
      [("error", "eagle31-weights")], 1, 1),
     ("eagle31-norm_output-weight-missing", heads.eagle31, _tensor("norm.weight", None),
@@ -357,3 +359,10 @@ def test_vpq_preflight_uses_the_same_rules(target: Path, tmp_path: Path, capsys)
     with pytest.raises(SystemExit) as exc:
         cli.main(["preflight", "--bogus"])
     assert exc.value.code == 2
+
+
+@pytest.mark.parametrize("name", ["mla-deepseek_v2", "mla-kimi_k2"])
+def test_mla_heads_are_recognised(name: str, target: Path, tmp_path: Path) -> None:
+    findings = preflight(target, heads.write_head(tmp_path / name, heads.HEADS[name]()))
+    (mla,) = [f for f in findings if f.rule == "mla"]
+    assert mla.severity == "info" and mla.message.startswith("MLA head (kv_lora_rank 512")
