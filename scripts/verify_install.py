@@ -102,7 +102,10 @@ LAYER_IDS_KEY = "eagle_aux_hidden_state_layer_ids"
 MTP_REWRITTEN_TYPES = ("deepseek_v3", "deepseek_v32", "glm_moe_dsa")
 #: Drafter ``model_type`` values of MLA (DeepSeek-style latent attention) heads.
 MLA_TYPES = ("deepseek_v2", "deepseek_v3", "kimi_k2")
-#: EAGLE 3.1 config flags and the tensor each needs in the head's checkpoint.
+#: EAGLE 3.1 config flags and the tensor each needs in the head's checkpoint:
+#: ``fc_norm`` normalises the concatenated aux states before ``fc``;
+#: ``norm_output`` applies the head's final ``norm`` to what it hands back.
+#: Keep in step with the series' EAGLE 3.1 loader (issue 9).
 EAGLE31_WEIGHTS = {"fc_norm": "fc_norm.weight", "norm_output": "norm.weight"}
 #: vLLM 0.17.1's ``Eagle3LlamaForCausalLM`` builds ``fc`` for exactly three
 #: aux states (``target_hidden_size * 3``, vllm/model_executor/models/llama_eagle3.py).

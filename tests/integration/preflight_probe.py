@@ -64,6 +64,12 @@ def wheel_facts(target: Path, heads: list[Path]) -> dict[str, object]:
         except Exception as exc:  # noqa: BLE001
             ids[head.name] = f"refused: {type(exc).__name__}"
     facts["runner_ids"] = ids
+    from transformers import PretrainedConfig
+
+    trap = PretrainedConfig(architectures=["Eagle3DeepseekV2ForCausalLM"])
+    trap.model_type = "deepseek_v3"
+    facts["override_rewrites_deepseek_v3"] = (
+        SpeculativeConfig.hf_config_override(trap).model_type != "deepseek_v3")
     import inspect
 
     from vllm.model_executor.models import llama_eagle3
