@@ -101,7 +101,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Unit tests, then integration tests on the real pinned upstream."""
-    _install(session, "pytest>=8")
+    _install(session, "pytest>=8", "safetensors", "numpy")  # tests write tiny heads
     session.run("python", "-m", "pytest", *(session.posargs or ["tests"]))
 
 

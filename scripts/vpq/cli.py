@@ -186,6 +186,15 @@ def cmd_fixture(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_preflight(ns: argparse.Namespace) -> int:
+    import verify_install  # the rules live in the standalone script (see its docstring)
+
+    if not (ns.model and ns.drafter):
+        raise UsageError("preflight needs --model TARGET_DIR and --drafter HEAD_DIR")
+    return verify_install.run_preflight(ns.model, ns.drafter, as_json=ns.json, strict=ns.strict,
+                                        use_vllm=not ns.no_vllm)
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser for every command."""
     ap = argparse.ArgumentParser(prog="vpq", description=__doc__.splitlines()[0] if __doc__ else None)
@@ -240,6 +249,12 @@ def parser() -> argparse.ArgumentParser:
     x = sub.add_parser("fixture", help="write the tiny Kimi-K2.5 target and EAGLE-3 drafters (Llama, MLA, EAGLE 3.1; no weights) into DEST")
     x.add_argument("dest")
     x.set_defaults(func=cmd_fixture)
+    import verify_install
+
+    p = sub.add_parser("preflight", help="check a target + EAGLE-3 drafter pair offline "
+                       "(the rules of scripts/verify_install.py)")
+    verify_install.add_preflight_arguments(p)
+    p.set_defaults(func=cmd_preflight)
     return ap
 
 

@@ -1,0 +1,198 @@
+"""The preflight asking the installed vLLM: the patched wheel and unpatched upstream.
+
+The tiny heads of tests/heads.py against the tiny Kimi-K2.5 target, run by
+``preflight_probe.py`` inside each CPU venv (one vLLM import per venv).
+Expectations on the patched wheel follow what that wheel says about itself
+(its registry, its config registry, the ids its model runner reads), asked
+by the probe without the preflight's code: the MLA heads, the
+``eagle_config``-nested ids and EAGLE 3.1 are served only once the series
+carries them, and these tests check that the preflight says exactly that.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests import heads
+from tests.conftest import REPO_ROOT
+
+PROBE = Path(__file__).with_name("preflight_probe.py")
+SCRIPT = REPO_ROOT / "scripts" / "verify_install.py"
+LLAMA = ["llama-top-level-ids", "llama-no-ids"]
+NESTED = ["llama-eagle-config-ids", "eagle3.1-fc_norm"]
+MLA = ["mla-deepseek_v2", "mla-kimi_k2"]
+TRAP = "mla-deepseek_v3-trap"
+
+
+@pytest.fixture(scope="session")
+def pair_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    base = tmp_path_factory.mktemp("preflight")
+    target = heads.write_target(base / "kimi-k25-tiny")
+    hd = base / "heads"
+    for name, build in heads.HEADS.items():
+        heads.write_head(hd / name, build())
+    cfg, tensors = heads.mla_deepseek_v2()
+    cfg["model_type"] = "deepseek_v3"
+    heads.write_head(hd / TRAP, (cfg, tensors))
+    return target, hd
+
+
+def _probe(python: Path, dirs: tuple[Path, Path]) -> dict:
+    proc = subprocess.run(
+        [str(python), str(PROBE), str(REPO_ROOT / "scripts"), str(dirs[0]), str(dirs[1])],
+        capture_output=True, text=True, timeout=900)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("PROBE ")]
+    assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(lines[-1][len("PROBE "):])
+
+
+@pytest.fixture(scope="session")
+def patched(patched_python, pair_dirs) -> dict:
+    return _probe(patched_python, pair_dirs)
+
+
+@pytest.fixture(scope="session")
+def upstream(upstream_python, pair_dirs) -> dict:
+    return _probe(upstream_python, pair_dirs)
+
+
+def by_rule(result: dict, rule: str) -> list[dict]:
+    return [f for f in result["findings"] if f["rule"] == rule]
+
+
+def errors(result: dict) -> list[str]:
+    return [f["rule"] for f in result["findings"] if f["severity"] == "error"]
+
+
+def test_patched_wheel_is_named_and_serves_eagle3_for_the_target(patched) -> None:
+    for name, res in patched["preflight"].items():
+        (v,) = by_rule(res, "vllm")
+        assert v["severity"] == "info" and "(patch-queue build)" in v["message"], name
+        (t,) = by_rule(res, "target-eagle3")
+        assert t["severity"] == "info" and "supports_eagle3 holds" in t["message"], name
+
+
+@pytest.mark.parametrize("name", LLAMA)
+def test_patched_wheel_accepts_the_llama_heads_with_the_ids_they_declare(patched, name) -> None:
+    res = patched["preflight"][name]
+    assert errors(res) == [] and res["exit"] == 0, res
+    (d,) = by_rule(res, "drafter-class")
+    assert d["message"].endswith("vllm.model_executor.models.llama_eagle3.Eagle3LlamaForCausalLM")
+    (ids,) = by_rule(res, "layer-ids-wheel")
+    want = heads.IDS if name == "llama-top-level-ids" else [2, 4, 5]
+    assert ids["severity"] == "info" and ids["message"].startswith(f"this wheel will use ids {want}")
+    assert patched["wheel"]["runner_ids"][name] == (heads.IDS if name == LLAMA[0] else None)
+
+
+@pytest.mark.parametrize("name", NESTED)
+def test_nested_ids_follow_what_the_wheels_runner_reads(patched, name) -> None:
+    """Until the series reads ``eagle_config`` ids (issue 9), the runner
+    falls back to the default (2, 4, 5) and the preflight must say so."""
+    res = patched["preflight"][name]
+    runner = patched["wheel"]["runner_ids"][name]
+    (ids,) = by_rule(res, "layer-ids-wheel")
+    if runner == heads.IDS:
+        assert ids["severity"] == "info", ids
+    else:
+        assert runner is None, runner
+        assert ids["severity"] == "error" and "will use ids [2, 4, 5] (the target's default)" \
+            in ids["message"], ids
+        assert ids["key"] == "eagle_config.eagle_aux_hidden_state_layer_ids"
+    reads = patched["wheel"]["llama_eagle3_reads"]
+    wheel31 = by_rule(res, "eagle31-wheel")
+    if name == "eagle3.1-fc_norm":
+        (w,) = wheel31
+        assert w["severity"] == ("info" if all(reads.values()) else "error"), (w, reads)
+    else:
+        assert wheel31 == []
+    expected = set()
+    if runner != heads.IDS:
+        expected.add("layer-ids-wheel")
+    if name == "eagle3.1-fc_norm" and not all(reads.values()):
+        expected.add("eagle31-wheel")
+    assert set(errors(res)) == expected and res["exit"] == (1 if expected else 0), res
+
+
+@pytest.mark.parametrize("name", MLA)
+def test_mla_heads_follow_the_wheels_registry(patched, name) -> None:
+    wheel = patched["wheel"]
+    served = wheel["registered"]["Eagle3DeepseekV2ForCausalLM"] and (
+        name != "mla-kimi_k2" or wheel["kimi_k2_config"])
+    res = patched["preflight"][name]
+    (mla,) = by_rule(res, "mla")
+    assert "kv_lora_rank 512" in mla["message"]
+    (d,) = by_rule(res, "drafter-class")
+    if served:
+        assert errors(res) == [] and res["exit"] == 0, res
+        assert d["severity"] == "info", d
+    else:
+        assert res["exit"] == 1 and d["severity"] == "error", res
+        assert set(errors(res)) == {"speculative-config", "drafter-class"}, res
+        assert "Eagle3DeepseekV2ForCausalLM" in d["message"]
+
+
+@pytest.mark.parametrize("which", ["patched", "upstream"])
+def test_the_deepseek_v3_mtp_trap_is_confirmed_by_the_wheel(which, request) -> None:
+    """Upstream 0.17.1 rewrites ``deepseek_v3`` drafters to MTP; should the
+    series stop doing that for EAGLE-3 heads, the finding follows the wheel."""
+    probe = request.getfixturevalue(which)
+    res = probe["preflight"][TRAP]
+    (trap,) = by_rule(res, "mtp-trap")
+    assert trap["key"] == "model_type"
+    if which == "upstream" or probe["wheel"]["override_rewrites_deepseek_v3"]:
+        assert trap["severity"] == "error"
+        assert "confirmed: this wheel rewrites it to deepseek_mtp ['DeepSeekMTPModel']" \
+            in trap["message"]
+        assert res["exit"] == 1
+    else:
+        assert trap["severity"] == "info" and "NOT rewritten" in trap["message"]
+
+
+@pytest.mark.parametrize("name", [*LLAMA, *NESTED, *MLA])
+def test_unpatched_upstream_refuses_every_head(upstream, name) -> None:
+    res = upstream["preflight"][name]
+    assert res["exit"] == 1
+    (v,) = by_rule(res, "vllm")
+    assert "no vpq_manifest.json: not a patch-queue build" in v["message"]
+    (t,) = by_rule(res, "target-eagle3")
+    assert t["severity"] == "error" and "does not implement SupportsEagle3" in t["message"]
+    (s,) = by_rule(res, "speculative-config")
+    assert s["severity"] == "error", s
+    if name in MLA:
+        (d,) = by_rule(res, "drafter-class")
+        assert d["severity"] == "error" and "not in this wheel's model registry" in d["message"]
+    else:
+        assert "eagle3 is only supported for" in s["message"], s
+    assert set(errors(res)) <= {"target-eagle3", "speculative-config", "drafter-class"}, res
+
+
+def _script(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(python), str(SCRIPT), *args], capture_output=True, text=True,
+                          timeout=900, env={**os.environ, "VLLM_LOGGING_LEVEL": "INFO"})
+
+
+def test_the_copied_script_reports_json_on_stdout_in_the_patched_venv(patched_python,
+                                                                      pair_dirs) -> None:
+    """vLLM's own log lines (INFO here) go to stderr; stdout stays one JSON object."""
+    target, hd = pair_dirs
+    proc = _script(patched_python, "--model", str(target), "--drafter",
+                   str(hd / "llama-top-level-ids"), "--json")
+    assert "Traceback" not in proc.stderr
+    data = json.loads(proc.stdout)
+    assert proc.returncode == data["exit_code"] == 0, proc.stdout + proc.stderr[-2000:]
+    assert {f["rule"] for f in data["findings"]} >= {
+        "target-eagle3", "speculative-config", "drafter-class", "layer-ids-wheel"}
+
+
+def test_the_copied_script_fails_on_upstream(upstream_python, pair_dirs) -> None:
+    target, hd = pair_dirs
+    proc = _script(upstream_python, "--model", str(target), "--drafter",
+                   str(hd / "llama-top-level-ids"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[-1].endswith(": FAILED")

@@ -1,0 +1,167 @@
+"""The preflight's questions to the installed vLLM, against a stand-in vLLM.
+
+The real wheels are asked in tests/integration/test_preflight_installed.py;
+there the answers depend on what the series carries. Here a small stand-in
+(registry, ``SpeculativeConfig``, the runner's id reader) answers both ways,
+so every wheel rule has a passing and a failing test whatever the wheel.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import verify_install as vi
+
+from tests import heads
+
+
+class Drafter:
+    """Stands in for a drafter model class."""
+
+
+class Target:
+    eagle3 = True
+
+
+def fake_vllm(monkeypatch: pytest.MonkeyPatch, *, target_eagle3: bool = True,
+              registered: tuple[str, ...] = ("LlamaForCausalLMEagle3",),
+              refuse: str | None = None, reads_nested: bool = False,
+              rewrites_deepseek_v3: bool = True) -> None:
+    """Put a stand-in ``vllm`` (and ``transformers.PretrainedConfig``) in sys.modules."""
+
+    class Registry:
+        def _try_load_model_cls(self, arch: str) -> type | None:
+            return Target if arch == "KimiK25ForConditionalGeneration" else (
+                Drafter if arch in registered else None)
+
+        def get_supported_archs(self) -> set[str]:
+            return {"KimiK25ForConditionalGeneration", *registered}
+
+        def resolve_model_cls(self, archs: list[str], cfg: object) -> tuple[type, str]:
+            for a in archs:
+                if a in registered:
+                    return Drafter, a
+            raise ValueError(f"Model architectures {archs} are not supported for now.")
+
+    class SpeculativeConfig:
+        def __init__(self, *, model: str, **kw: object) -> None:
+            if refuse:
+                raise ValueError(refuse)
+            cfg = json.loads((Path(model) / "config.json").read_text())
+            self.draft_model_config = SimpleNamespace(
+                architectures=cfg["architectures"], hf_config=SimpleNamespace(**cfg))
+
+        @staticmethod
+        def hf_config_override(c: SimpleNamespace) -> SimpleNamespace:
+            if rewrites_deepseek_v3 and c.model_type == "deepseek_v3":
+                c.model_type, c.architectures = "deepseek_mtp", ["DeepSeekMTPModel"]
+            return c
+
+    class GPUModelRunner:
+        def _get_eagle3_aux_layers_from_config(self) -> tuple[int, ...] | None:
+            hf = self.speculative_config.draft_model_config.hf_config  # type: ignore[attr-defined]
+            ids = getattr(hf, "eagle_aux_hidden_state_layer_ids", None)
+            if ids is None and reads_nested:
+                ids = (getattr(hf, "eagle_config", None) or {}).get(
+                    "eagle_aux_hidden_state_layer_ids")
+            return tuple(ids) if ids else None
+
+    class PretrainedConfig(SimpleNamespace):
+        pass
+
+    mods = {name: types.ModuleType(name) for name in (
+        "vllm", "vllm.config", "vllm.model_executor", "vllm.model_executor.models",
+        "vllm.model_executor.models.interfaces", "vllm.model_executor.models.registry",
+        "vllm.v1", "vllm.v1.worker", "vllm.v1.worker.gpu_model_runner", "transformers")}
+    mods["vllm.model_executor.models.interfaces"].supports_eagle3 = (  # type: ignore[attr-defined]
+        lambda cls: target_eagle3 and getattr(cls, "eagle3", False))
+    mods["vllm.model_executor.models.registry"].ModelRegistry = Registry()  # type: ignore[attr-defined]
+    cfgmod = mods["vllm.config"]
+    cfgmod.SpeculativeConfig = SpeculativeConfig  # type: ignore[attr-defined]
+    cfgmod.ModelConfig = lambda **kw: SimpleNamespace(**kw)  # type: ignore[attr-defined]
+    cfgmod.ParallelConfig = SimpleNamespace  # type: ignore[attr-defined]
+    mods["vllm.v1.worker.gpu_model_runner"].GPUModelRunner = GPUModelRunner  # type: ignore[attr-defined]
+    mods["transformers"].PretrainedConfig = PretrainedConfig  # type: ignore[attr-defined]
+    for name, mod in mods.items():
+        monkeypatch.setitem(sys.modules, name, mod)
+    monkeypatch.setattr(vi.md, "version", lambda name: "0.0.0+fake")
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return heads.write_target(tmp_path_factory.mktemp("target") / "kimi-k25-tiny")
+
+
+def wheel_findings(target: Path, head: Path) -> dict[str, tuple[str, str]]:
+    findings = vi.preflight(target, head)
+    return {f.rule: (f.severity, f.message) for f in findings if f.section == "vllm"}
+
+
+def test_a_wheel_that_serves_the_pair_says_so(monkeypatch, target, tmp_path) -> None:
+    fake_vllm(monkeypatch)
+    got = wheel_findings(target, heads.write_head(tmp_path / "h", heads.llama_top_level()))
+    assert {r: s for r, (s, _) in got.items()} == {
+        "vllm": "info", "target-eagle3": "info", "speculative-config": "info",
+        "drafter-class": "info", "layer-ids-wheel": "info"}
+    assert got["layer-ids-wheel"][1] == "this wheel will use ids [1, 4, 6] (from the drafter config)"
+
+
+def test_target_without_eagle3_support_is_an_error(monkeypatch, target, tmp_path) -> None:
+    fake_vllm(monkeypatch, target_eagle3=False)
+    got = wheel_findings(target, heads.write_head(tmp_path / "h", heads.llama_top_level()))
+    assert got["target-eagle3"][0] == "error"
+    assert "does not implement SupportsEagle3" in got["target-eagle3"][1]
+
+
+def test_a_refused_pair_gives_the_wheels_reason(monkeypatch, target, tmp_path) -> None:
+    fake_vllm(monkeypatch, refuse="eagle3 is only supported for ['llama']\nsecond line")
+    head = heads.write_head(tmp_path / "h", heads.mla_deepseek_v2())
+    got = wheel_findings(target, head)
+    assert got["speculative-config"] == (
+        "error", "this wheel refuses the pair in SpeculativeConfig(method=eagle3): "
+                 "ValueError: eagle3 is only supported for ['llama']")
+    assert got["drafter-class"] == ("error", "Eagle3DeepseekV2ForCausalLM -> "
+                                    "Eagle3DeepseekV2ForCausalLM: not in this wheel's model registry")
+    assert "layer-ids-wheel" not in got
+
+
+def test_a_registered_mla_head_resolves(monkeypatch, target, tmp_path) -> None:
+    fake_vllm(monkeypatch, registered=("Eagle3DeepseekV2ForCausalLM",))
+    got = wheel_findings(target, heads.write_head(tmp_path / "h", heads.mla_kimi_k2()))
+    assert got["drafter-class"][0] == "info" and got["drafter-class"][1].startswith(
+        "Eagle3DeepseekV2ForCausalLM -> Eagle3DeepseekV2ForCausalLM -> ")
+
+
+@pytest.mark.parametrize("reads_nested", [False, True])
+def test_nested_ids_are_checked_against_what_the_runner_reads(monkeypatch, target, tmp_path,
+                                                              reads_nested) -> None:
+    fake_vllm(monkeypatch, reads_nested=reads_nested)
+    head = heads.write_head(tmp_path / "h", heads.llama_nested_ids())
+    sev, msg = wheel_findings(target, head)["layer-ids-wheel"]
+    if reads_nested:
+        assert (sev, msg) == ("info", "this wheel will use ids [1, 4, 6] (from the drafter config)")
+    else:
+        assert (sev, msg) == ("error", "this wheel will use ids [2, 4, 5] (the target's default), "
+                              "not the [1, 4, 6] the drafter declares in "
+                              "eagle_config.eagle_aux_hidden_state_layer_ids")
+
+
+@pytest.mark.parametrize("rewrites", [True, False])
+def test_the_mtp_trap_follows_the_wheels_override(monkeypatch, target, tmp_path, rewrites) -> None:
+    fake_vllm(monkeypatch, rewrites_deepseek_v3=rewrites,
+              registered=("Eagle3DeepseekV2ForCausalLM",))
+    cfg, tensors = heads.mla_deepseek_v2()
+    cfg["model_type"] = "deepseek_v3"
+    findings = vi.preflight(target, heads.write_head(tmp_path / "h", (cfg, tensors)))
+    (trap,) = [f for f in findings if f.rule == "mtp-trap"]
+    if rewrites:
+        assert trap.severity == "error" and trap.message.endswith(
+            "confirmed: this wheel rewrites it to deepseek_mtp ['DeepSeekMTPModel']")
+    else:
+        assert trap.severity == "info" and "NOT rewritten" in trap.message
+        assert vi.exit_code(findings) == 0
