@@ -22,7 +22,9 @@ EXPECTED_CHANGED = (
     "vllm/config/speculative.py",
     "vllm/model_executor/models/deepseek_v2.py",
     "vllm/model_executor/models/kimi_k25.py",
+    "vllm/model_executor/models/llama_eagle3.py",
     "vllm/v1/spec_decode/eagle.py",
+    "vllm/v1/worker/gpu_model_runner.py",
 )
 
 

@@ -22,13 +22,30 @@ SPECULATIVE = "vllm/config/speculative.py"
 OUR_NAMES = ["deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25"]
 
 
+# The cases below move the EAGLE-3 feature backport: the five patches that
+# v0.18.0 absorbed. Later entries in the series (fixes from newer releases
+# and our own pipeline-parallel fix) survive a move to 0.18.1 by design, so
+# the fixture takes only these five, as the series read when the cases
+# were written.
+FEATURE_BACKPORT = [
+    "model_executor/models/deepseek_v2-import-SupportsEagle3.patch",
+    "model_executor/models/deepseek_v2-collect-eagle3-aux-hidden-states.patch",
+    "model_executor/models/kimi_k25-delegate-eagle3-interface-to-language-model.patch",
+    "config/speculative-allow-eagle3-for-deepseek-and-kimi.patch",
+    "v1/spec_decode/eagle-map-kimi_k25-media-placeholder-token.patch",
+]
+
+
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     r = tmp_path / "repo"
     r.mkdir()
-    for name in ("series", "upstream.lock"):
-        shutil.copy(REPO_ROOT / name, r / name)
-    shutil.copytree(REPO_ROOT / "patches", r / "patches")
+    shutil.copy(REPO_ROOT / "upstream.lock", r / "upstream.lock")
+    assert series.read_series(REPO_ROOT)[: len(FEATURE_BACKPORT)] == FEATURE_BACKPORT
+    (r / "series").write_text("".join(f"{name}\n" for name in FEATURE_BACKPORT))
+    for name in FEATURE_BACKPORT:
+        (r / "patches" / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO_ROOT / "patches" / name, r / "patches" / name)
     return r
 
 
