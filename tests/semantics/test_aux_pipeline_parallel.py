@@ -173,7 +173,7 @@ def _llama_target(dest: Path) -> str:
     return str(dest)
 
 
-def _spec(target: str, drafter: str, pp: int):  # type: ignore[no-untyped-def]
+def _spec(target: str, drafter: str, pp: int, **kw: object):  # type: ignore[no-untyped-def]
     from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig
 
     return SpeculativeConfig(
@@ -182,6 +182,7 @@ def _spec(target: str, drafter: str, pp: int):  # type: ignore[no-untyped-def]
         method="eagle3",
         model=drafter,
         num_speculative_tokens=2,
+        **kw,
     )
 
 
