@@ -77,7 +77,12 @@ def test_drafter_uses_the_speculative_attention_backend(tmp_path, monkeypatch) -
 def test_speculative_attention_backend_reaches_the_backend_selector(tmp_path, monkeypatch) -> None:
     """The selector (vllm/v1/attention/selector.py) reads the current
     config's ``attention_config.backend`` while a layer is built."""
-    from vllm.config import DeviceConfig, VllmConfig, get_current_vllm_config, set_current_vllm_config
+    from vllm.config import (
+        DeviceConfig,
+        VllmConfig,
+        get_current_vllm_config,
+        set_current_vllm_config,
+    )
     from vllm.v1.spec_decode import eagle
 
     seen = []
