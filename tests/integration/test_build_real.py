@@ -23,6 +23,7 @@ EXPECTED_CHANGED = (
     "vllm/model_executor/models/deepseek_v2.py",
     "vllm/model_executor/models/kimi_k25.py",
     "vllm/model_executor/models/llama_eagle3.py",
+    "vllm/v1/core/sched/scheduler.py",
     "vllm/v1/spec_decode/eagle.py",
     "vllm/v1/worker/gpu_model_runner.py",
 )
