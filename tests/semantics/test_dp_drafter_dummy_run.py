@@ -27,7 +27,7 @@ MAX_MODEL_LEN = 64
 NUM_SPEC = 3
 
 
-def _runner(max_seq_len: int, dp: int):  # type: ignore[no-untyped-def]
+def _runner(max_seq_len: int, dp: int, padded: bool = True):  # type: ignore[no-untyped-def]
     from vllm.v1.spec_decode.eagle import EagleProposer
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
@@ -44,7 +44,7 @@ def _runner(max_seq_len: int, dp: int):  # type: ignore[no-untyped-def]
     r.input_batch = SimpleNamespace(prev_sampled_token_ids=None, req_ids=["r0"], sampling_metadata=None)
     r.speculative_config = SimpleNamespace(
         use_eagle=lambda: True, uses_draft_model=lambda: False,
-        uses_extract_hidden_states=lambda: False, disable_padded_drafter_batch=False,
+        uses_extract_hidden_states=lambda: False, disable_padded_drafter_batch=not padded,
     )
     r.drafter = drafter
     r.num_spec_tokens = NUM_SPEC
@@ -62,8 +62,11 @@ def _runner(max_seq_len: int, dp: int):  # type: ignore[no-untyped-def]
     return r, calls
 
 
-def test_dp_rank_near_max_model_len_takes_the_dummy_drafter_run() -> None:
-    r, calls = _runner(max_seq_len=MAX_MODEL_LEN - NUM_SPEC + 1, dp=2)
+@pytest.mark.parametrize("padded", [True, False], ids=["padded-drafter-batch", "padding-disabled"])
+def test_dp_rank_near_max_model_len_takes_the_dummy_drafter_run(padded: bool) -> None:
+    """Both drafter paths of ``sample_tokens``: the default padded batch
+    (drafts before bookkeeping) and ``disable_padded_drafter_batch`` (after)."""
+    r, calls = _runner(max_seq_len=MAX_MODEL_LEN - NUM_SPEC + 1, dp=2, padded=padded)
     r.sample_tokens(None)
     assert calls == [("dummy_run", 1)]
 
