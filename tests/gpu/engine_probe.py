@@ -9,7 +9,8 @@ clean CUDA context and its GPU memory back on exit. SPEC keys:
 - ``model``, ``drafter`` (null: no speculation), ``tp`` (tensor-parallel
   size), ``num_speculative_tokens``, ``load_format`` (``"dummy"`` for the
   tiny fixture), ``trust_remote_code``, ``max_model_len``, and optional
-  ``max_num_seqs`` / ``gpu_memory_utilization``;
+  ``max_num_seqs`` / ``gpu_memory_utilization`` / ``engine_args`` (more
+  ``LLM(...)`` keyword arguments);
 - ``batches``: a list of ``{"name", "kind", "prompts", "max_tokens",
   "ignore_eos"}``, run in order with greedy sampling (temperature 0).
   ``kind`` is ``"text"``
@@ -154,6 +155,9 @@ def engine_kwargs(spec: dict) -> dict[str, object]:
     for key in ("max_num_seqs", "gpu_memory_utilization"):
         if spec.get(key) is not None:
             kw[key] = spec[key]
+    # Further LLM(...) arguments, e.g. pipeline_parallel_size,
+    # max_num_batched_tokens, data_parallel_size.
+    kw.update(spec.get("engine_args") or {})
     if spec.get("drafter"):
         kw["speculative_config"] = {
             "method": "eagle3",

@@ -31,6 +31,7 @@ EXPECTED_CHANGED = (
     "vllm/tool_parsers/utils.py",
     "vllm/transformers_utils/config.py",
     "vllm/transformers_utils/model_arch_config_convertor.py",
+    "vllm/v1/core/sched/scheduler.py",
     "vllm/v1/spec_decode/eagle.py",
     "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py",
     "vllm/v1/worker/gpu_model_runner.py",

@@ -33,6 +33,8 @@ PARSER_DIRS = ("tool_parsers", "reasoning", "entrypoints")
 TARGET_SIDE = 5
 
 
+
+
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     r = tmp_path / "repo"

@@ -101,27 +101,33 @@ def test_a_repeated_id_raises_value_error(make_model) -> None:
         make_model(N).set_aux_hidden_state_layers((2, 2))
 
 
-def test_pp_last_rank_returns_states_for_global_ids_in_its_slice(make_model, pp_rank) -> None:
+def test_pp_last_rank_returns_carried_states_then_its_own_for_global_ids(make_model, pp_rank) -> None:
     model = make_model(N)
     streams = stubs.oracle_streams(IDS, N)
     pp_rank(model, 4, N, first=False, last=True)
     model.set_aux_hidden_state_layers((2, 5, 8))  # 2 lives on the previous rank
-    inter = IntermediateTensors({"hidden_states": streams[4] - streams[3], "residual": streams[3]})
+    inter = IntermediateTensors(
+        {"hidden_states": streams[4] - streams[3], "residual": streams[3], "aux_hidden_states_2": streams[2]}
+    )
     hidden, aux = run(model, intermediate_tensors=inter)
-    assert len(aux) == 2
-    torch.testing.assert_close(aux[0], streams[5], rtol=0, atol=0)
-    torch.testing.assert_close(aux[1], streams[8], rtol=0, atol=0)
+    assert len(aux) == 3
+    for got, layer in zip(aux, (2, 5, 8), strict=True):
+        torch.testing.assert_close(got, streams[layer], rtol=0, atol=0)
     torch.testing.assert_close(hidden, streams[N] * 2.0, rtol=0, atol=0)
 
 
-def test_pp_last_rank_returns_a_tuple_even_if_no_id_falls_on_it(make_model, pp_rank) -> None:
+def test_pp_last_rank_returns_a_tuple_even_if_no_id_falls_on_its_slice(make_model, pp_rank) -> None:
     model = make_model(N)
     streams = stubs.oracle_streams(IDS, N)
     pp_rank(model, 4, N, first=False, last=True)
     model.set_aux_hidden_state_layers((1, 2))
-    inter = IntermediateTensors({"hidden_states": streams[4] - streams[3], "residual": streams[3]})
+    inter = IntermediateTensors(
+        {"hidden_states": streams[4] - streams[3], "residual": streams[3],
+         "aux_hidden_states_1": streams[1], "aux_hidden_states_2": streams[2]}
+    )
     out = run(model, intermediate_tensors=inter)
-    assert isinstance(out, tuple) and out[1] == []
+    assert isinstance(out, tuple) and len(out[1]) == 2
+    torch.testing.assert_close(out[1][0], streams[1], rtol=0, atol=0)
 
 
 def test_pp_first_rank_passes_intermediate_tensors_on_unchanged(make_model, pp_rank) -> None:

@@ -116,16 +116,22 @@ def test_differs_from_0_18_1_by_returning_id_n_which_0_18_1_silently_drops(make_
     torch.testing.assert_close(ours[1][1], stubs.oracle_streams(IDS, N)[N], rtol=0, atol=0)
 
 
-def test_differs_from_0_18_1_on_a_pp_last_rank_without_ids_by_still_returning_a_tuple(
+def test_differs_from_0_18_1_on_a_pp_last_rank_by_returning_the_earlier_stages_states(
     make_model, pp_rank, upstream_forward
 ) -> None:
-    """Deliberate: 0.18.1's last rank returns a bare tensor when no id fell on
-    it, and the runner, which expects (hidden, aux), fails to unpack it."""
+    """Deliberate: 0.18.1's last rank drops the states of ids on earlier
+    stages, and returns a bare tensor when none fell on it, which the
+    runner, expecting (hidden, aux), fails to unpack. We return the states
+    the earlier stages carried in the intermediate tensors."""
     model = make_model(N)
     streams = stubs.oracle_streams(IDS, N)
     pp_rank(model, 3, N, first=False, last=True)
-    inter = IntermediateTensors({"hidden_states": streams[3] - streams[2], "residual": streams[2]})
+    inter = IntermediateTensors(
+        {"hidden_states": streams[3] - streams[2], "residual": streams[2],
+         "aux_hidden_states_0": streams[0], "aux_hidden_states_1": streams[1]}
+    )
     ours, theirs = both(model, upstream_forward, (0, 1), intermediate_tensors=inter)
-    assert isinstance(ours, tuple) and ours[1] == []
+    assert isinstance(ours, tuple) and len(ours[1]) == 2
+    torch.testing.assert_close(ours[1][1], streams[1], rtol=0, atol=0)
     assert isinstance(theirs, torch.Tensor)
     torch.testing.assert_close(ours[0], theirs, rtol=0, atol=0)

@@ -1,0 +1,213 @@
+"""EAGLE-3 aux hidden states across pipeline stages, on the shipped code.
+
+Rules from ``deepseek_v2-carry-eagle3-aux-states-across-pipeline-stages.patch``
+(our own fix; upstream did the same only for its V2 model runner, vllm PR
+#50514): every stage collects the global ids in its slice and sends all
+states collected so far to the next stage in its ``IntermediateTensors``,
+as ``aux_hidden_states_<id>``; a stage's receive buffer
+(``make_empty_intermediate_tensors``) has one such key for every id below
+its ``start_layer``; the last stage returns ``(hidden_states, aux)`` where
+``aux`` equals a single-stage run's for the same ids. Pipeline parallelism
+is refused at config time for targets that cannot carry the states, and
+non-last runner stages set the aux ids although they have no drafter.
+
+The stages run one after the other in this process on one real
+``DeepseekV3ForCausalLM`` (stub decoder layers: the real ones need CUDA),
+placed on each stage in turn with a fake ``get_pp_group``; a real pipeline
+needs one process and GPU per stage. Every test fails on unpatched vLLM
+0.17.1 and on the series before this patch (whose last stage returns only
+its own slice's states).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from vllm.sequence import IntermediateTensors
+
+from tests.semantics import stubs
+from tests.semantics.test_aux_hidden_states import _wrapper
+
+IDS = torch.tensor([3, 1, 4, 1, 5])
+POS = torch.arange(5)
+N = 8
+KEY = "aux_hidden_states_"
+SPLITS = {2: [(0, 4), (4, N)], 3: [(0, 3), (3, 6), (6, N)]}
+# Each set has an id on a stage before the last one in every split, so each
+# case fails where only the last stage's own states reach the drafter.
+ID_SETS = [(2, 4, 5), (0, 3, 6, 8), (1, 2), (3, 8), (0,)]
+
+
+def run_pipeline(model, pp_rank, stages, layers, *, outer=None):  # type: ignore[no-untyped-def]
+    """Run ``model`` as each stage in ``stages`` (``[(start, end), ...]``) in
+    turn; return the last stage's output and every stage's sent tensors.
+    Each stage receives into its own ``make_empty_intermediate_tensors``
+    buffer, copied the way the runner's ``sync_and_slice_intermediate_tensors``
+    copies (vllm/v1/worker/gpu_model_runner.py)."""
+    outer = outer or model
+    outer.set_aux_hidden_state_layers(layers)
+    sent: list[IntermediateTensors] = []
+    received = None
+    for rank, (start, end) in enumerate(stages):
+        pp_rank(model, start, end, first=rank == 0, last=rank == len(stages) - 1)
+        if received is not None:
+            buf = model.make_empty_intermediate_tensors(
+                batch_size=16, dtype=torch.float64, device=torch.device("cpu")
+            )
+            assert set(buf.tensors) == set(received.tensors), (rank, sorted(buf.tensors))
+            for k, v in received.items():
+                buf[k][: len(IDS)].copy_(v)
+            received = IntermediateTensors({k: v[: len(IDS)] for k, v in buf.items()})
+        out = outer(IDS, POS, intermediate_tensors=received)
+        if rank < len(stages) - 1:
+            assert isinstance(out, IntermediateTensors), (rank, type(out).__name__)
+            sent.append(out)
+            received = out
+    return out, sent
+
+
+@pytest.mark.parametrize("num_stages", [2, 3])
+@pytest.mark.parametrize("layers", ID_SETS)
+def test_last_stage_aux_equals_a_single_stage_run(make_model, pp_rank, num_stages, layers) -> None:
+    single = make_model(N)
+    single.set_aux_hidden_state_layers(layers)
+    hidden_1, aux_1 = single(IDS, POS)
+    model = make_model(N)
+    (hidden, aux), _ = run_pipeline(model, pp_rank, SPLITS[num_stages], layers)
+    assert len(aux) == len(aux_1) == len(layers)
+    for got, want in zip(aux, aux_1, strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    torch.testing.assert_close(hidden, hidden_1, rtol=0, atol=0)
+
+
+def test_kimi_k25_wrapper_last_stage_aux_equals_the_oracle_over_three_stages(make_model, pp_rank) -> None:
+    lm = make_model(N)
+    (_, aux), _ = run_pipeline(lm, pp_rank, SPLITS[3], (2, 4, 5), outer=_wrapper(lm))
+    streams = stubs.oracle_streams(IDS, N)
+    for got, layer in zip(aux, (2, 4, 5), strict=True):
+        torch.testing.assert_close(got, streams[layer], rtol=0, atol=0)
+
+
+def test_each_stage_sends_every_state_collected_so_far_by_global_id(make_model, pp_rank) -> None:
+    """Ids (0, 3, 6, 8) on stages [0,3) [3,6) [6,8): stage 0 sends id 0,
+    stage 1 sends ids 0 and 3; id 6 and 8 stay on the last stage."""
+    _, sent = run_pipeline(make_model(N), pp_rank, SPLITS[3], (0, 3, 6, 8))
+    streams = stubs.oracle_streams(IDS, N)
+    assert sorted(sent[0].tensors) == ["aux_hidden_states_0", "hidden_states", "residual"]
+    assert sorted(sent[1].tensors) == ["aux_hidden_states_0", "aux_hidden_states_3", "hidden_states", "residual"]
+    for out in sent:
+        for k, v in out.items():
+            if k.startswith(KEY):
+                torch.testing.assert_close(v, streams[int(k[len(KEY):])], rtol=0, atol=0)
+                assert tuple(v.shape) == (len(IDS), stubs.HIDDEN)
+
+
+def test_receive_buffer_has_a_key_per_id_below_the_stage_start(make_model, pp_rank) -> None:
+    """The buffer is made after the ids are set (the runner builds it lazily,
+    after load_model), through the ``make_empty_intermediate_tensors`` the
+    outer model captured at construction."""
+    model = make_model(N)
+    pp_rank(model, 4, N, first=False, last=True)
+    model.set_aux_hidden_state_layers((8, 2, 5, 0))
+    buf = model.make_empty_intermediate_tensors(batch_size=7, dtype=torch.float32, device=torch.device("cpu"))
+    assert sorted(buf.tensors) == ["aux_hidden_states_0", "aux_hidden_states_2", "hidden_states", "residual"]
+    assert tuple(buf["aux_hidden_states_2"].shape) == (7, stubs.HIDDEN)
+    assert buf["aux_hidden_states_2"].dtype == torch.float32
+
+
+def test_runner_sets_aux_ids_on_stages_without_the_drafter() -> None:
+    """``GPUModelRunner`` needs CUDA to construct, so the method runs on a
+    stand-in ``self``; the rule is the drafter's own
+    (``use_aux_hidden_state`` in the head's ``eagle_config``)."""
+    from vllm.v1.worker import gpu_model_runner as gmr
+
+    method = gmr.GPUModelRunner._stage_forwards_eagle3_aux_states
+
+    def runner(method_name, eagle_config=None):  # type: ignore[no-untyped-def]
+        hf = SimpleNamespace(eagle_config=eagle_config) if eagle_config is not None else SimpleNamespace()
+        spec = SimpleNamespace(method=method_name, draft_model_config=SimpleNamespace(hf_config=hf))
+        return SimpleNamespace(speculative_config=spec)
+
+    mp = pytest.MonkeyPatch()
+    try:
+        mp.setattr(gmr, "get_pp_group", lambda: stubs.FakePPGroup(True, False))
+        assert method(runner("eagle3")) is True
+        assert method(runner("extract_hidden_states")) is True
+        assert method(runner("eagle3", {"use_aux_hidden_state": False})) is False
+        assert method(runner("eagle")) is False
+        assert method(SimpleNamespace(speculative_config=None)) is False
+        mp.setattr(gmr, "get_pp_group", lambda: stubs.FakePPGroup(False, True))
+        assert method(runner("eagle3")) is False  # the last stage has the drafter
+    finally:
+        mp.undo()
+
+
+def _drafter(dest: Path, eagle_config: dict[str, object] | None = None) -> str:
+    cfg: dict[str, object] = {
+        "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama",
+        "hidden_size": stubs.HIDDEN, "intermediate_size": 32, "num_attention_heads": 2,
+        "num_key_value_heads": 2, "num_hidden_layers": 1, "vocab_size": 128,
+        "max_position_embeddings": 256, "torch_dtype": "float32",
+        "eagle_aux_hidden_state_layer_ids": [1, 2, 3],
+    }
+    if eagle_config is not None:
+        cfg["eagle_config"] = eagle_config
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "config.json").write_text(json.dumps(cfg))
+    return str(dest)
+
+
+def _llama_target(dest: Path) -> str:
+    cfg = {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": stubs.HIDDEN,
+        "intermediate_size": 32, "num_attention_heads": 2, "num_key_value_heads": 2,
+        "num_hidden_layers": 4, "vocab_size": 128, "max_position_embeddings": 256,
+        "torch_dtype": "float32",
+    }
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "config.json").write_text(json.dumps(cfg))
+    return str(dest)
+
+
+def _spec(target: str, drafter: str, pp: int, **kw: object):  # type: ignore[no-untyped-def]
+    from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig
+
+    return SpeculativeConfig(
+        target_model_config=ModelConfig(model=target, skip_tokenizer_init=True),
+        target_parallel_config=ParallelConfig(pipeline_parallel_size=pp),
+        method="eagle3",
+        model=drafter,
+        num_speculative_tokens=2,
+        **kw,
+    )
+
+
+def test_config_refuses_eagle3_over_pipeline_parallel_only_where_aux_cannot_travel(tmp_path) -> None:
+    """One clear message at config time instead of a shape error in the
+    drafter's ``fc`` at the first request (a Llama target here drops the
+    earlier stages' states)."""
+    with pytest.raises(ValueError, match=r"pipeline_parallel_size=2 is only supported for .*deepseek_v3.*model_type='llama'"):
+        _spec(_llama_target(tmp_path / "llama"), _drafter(tmp_path / "d"), pp=2)
+    # DeepSeek targets carry the states; a head that reads no aux states,
+    # or a single stage, needs nothing carried.
+    target = str(stubs.write_text_config(tmp_path / "ds", N))
+    assert _spec(target, _drafter(tmp_path / "d"), pp=2).target_parallel_config.pipeline_parallel_size == 2
+    _spec(_llama_target(tmp_path / "llama"), _drafter(tmp_path / "d2", {"use_aux_hidden_state": False}), pp=2)
+    assert _spec(_llama_target(tmp_path / "llama"), _drafter(tmp_path / "d3"), pp=1).method == "eagle3"
+
+
+def test_drafter_layers_are_numbered_after_all_target_layers_on_the_last_stage() -> None:
+    """Under pipeline parallelism the drafter is built on the last stage; its
+    layer names must not repeat a target layer held there (0.17.1 used the
+    per-stage count, so with 60 layers on two stages the head's layer was
+    ``model.layers.30``, the last stage's first target layer)."""
+    import inspect
+
+    from vllm.model_executor.models import llama_eagle3
+
+    src = inspect.getsource(llama_eagle3.Eagle3LlamaForCausalLM.__init__)
+    assert "get_total_num_hidden_layers()" in src and "get_num_layers(" not in src

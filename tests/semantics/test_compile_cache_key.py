@@ -1,0 +1,43 @@
+"""The compile-cache key names the drafter (backport of vllm PR #47911,
+first released in v0.26.0; patch
+``speculative-drafter-identity-in-compile-cache-key.patch``).
+
+``torch.compile`` artifacts are cached under a key built from
+``VllmConfig.compute_hash``, to which ``SpeculativeConfig.compute_hash``
+contributes. In 0.17.1 that part hashes only the method and the drafter's
+``eagle_aux_hidden_state_layer_ids``, so swapping one EAGLE-3 drafter for
+another with the same ids reuses the first one's compiled artifacts.
+Upstream's rule (0.26.0): the drafter's ``ModelConfig.compute_hash`` (its
+path, revision, dtype, quantization, ...) is a factor. Fails on unpatched
+0.17.1 and on the series before this patch.
+"""
+
+from __future__ import annotations
+
+from tests.semantics.test_aux_pipeline_parallel import _drafter, _llama_target, _spec
+
+
+def test_two_drafters_with_the_same_layer_ids_hash_differently(tmp_path) -> None:
+    target = _llama_target(tmp_path / "target")
+    one = _spec(target, _drafter(tmp_path / "drafter-a"), pp=1)
+    other = _spec(target, _drafter(tmp_path / "drafter-b"), pp=1)
+    assert one.draft_model_config.hf_config.eagle_aux_hidden_state_layer_ids == [1, 2, 3]
+    assert other.draft_model_config.hf_config.eagle_aux_hidden_state_layer_ids == [1, 2, 3]
+    assert one.compute_hash() != other.compute_hash()
+
+
+def test_the_same_drafter_hashes_the_same_and_different_ids_differ(tmp_path) -> None:
+    """The key stays stable for one drafter (so the cache is reused) and
+    still separates layer-id lists, as before."""
+    import json
+
+    target = _llama_target(tmp_path / "target")
+    drafter = _drafter(tmp_path / "drafter")
+    first = _spec(target, drafter, pp=1).compute_hash()
+    assert _spec(target, drafter, pp=1).compute_hash() == first
+    cfg = json.loads((tmp_path / "drafter" / "config.json").read_text())
+    cfg["eagle_aux_hidden_state_layer_ids"] = [0, 2, 3]
+    (tmp_path / "drafter" / "config.json").write_text(json.dumps(cfg))
+    assert _spec(target, drafter, pp=1).compute_hash() != first
+    other = _spec(target, _drafter(tmp_path / "other"), pp=1).compute_hash()
+    assert other != first

@@ -1,0 +1,132 @@
+"""Image embeddings stay cached until the EAGLE drafter's look-ahead has
+read them (backport of vllm PR #46315, first released in v0.24.0; patch
+``scheduler-keep-encoder-cache-for-drafter-lookahead.patch``).
+
+The drafter gathers multimodal embeddings one position ahead of the
+target (``shift_computed_tokens=1``), but in 0.17.1 the scheduler frees
+an image's encoder-cache entry as soon as the target's
+``num_computed_tokens`` reaches the image's end, so EngineCore can die
+with "Encoder cache miss". Upstream's rules (0.24.0): the scheduler's
+``_free_encoder_inputs`` keeps an entry until ``num_computed_tokens``
+passes its end by the look-ahead (1 with EAGLE); the runner's
+``_gather_mm_embeddings`` skips a feature that starts at or after the
+target's processed boundary (only the look-ahead reaches it) instead of
+asserting.
+
+The scheduler here is the real one, built from a tiny local Llama
+target with an EAGLE-3 head; its encoder cache is sized by hand because a
+text-only target has none (a multimodal target would need its
+processor). ``GPUModelRunner`` needs CUDA to construct, so
+``_gather_mm_embeddings`` runs on a stand-in runner. Each test fails on
+unpatched 0.17.1 and on the series before this patch.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from tests.semantics.test_aux_pipeline_parallel import _drafter, _llama_target, _spec
+
+IMAGE_OFFSET, IMAGE_LEN, PROMPT_LEN = 8, 16, 48
+
+
+def _scheduler(tmp_path, chunk: int):  # type: ignore[no-untyped-def]
+    from vllm.config import (
+        CacheConfig,
+        CompilationConfig,
+        CompilationMode,
+        DeviceConfig,
+        ModelConfig,
+        SchedulerConfig,
+        VllmConfig,
+    )
+    from vllm.v1.core.encoder_cache_manager import EncoderCacheManager
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    target = _llama_target(tmp_path / "target")
+    vc = VllmConfig(
+        model_config=ModelConfig(model=target, skip_tokenizer_init=True, max_model_len=256),
+        speculative_config=_spec(target, _drafter(tmp_path / "drafter"), pp=1),
+        device_config=DeviceConfig(device="cpu"),
+        scheduler_config=SchedulerConfig(
+            max_num_batched_tokens=chunk, max_num_seqs=4, max_model_len=256, is_encoder_decoder=False,
+            enable_chunked_prefill=True,
+        ),
+        cache_config=CacheConfig(block_size=16, enable_prefix_caching=False),
+        compilation_config=CompilationConfig(mode=CompilationMode.NONE),
+    )
+    vc.cache_config.num_gpu_blocks = 64
+    spec = FullAttentionSpec(block_size=16, num_kv_heads=1, head_size=16, dtype=torch.float32)
+    kv = KVCacheConfig(num_blocks=64, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)])
+    sched = Scheduler(vllm_config=vc, kv_cache_config=kv, structured_output_manager=StructuredOutputManager(vc),
+                      block_size=16)
+    assert sched.use_eagle
+    sched.encoder_cache_manager = EncoderCacheManager(cache_size=64)
+    sched.max_num_encoder_input_tokens = 64
+    return sched
+
+
+def _image_request():  # type: ignore[no-untyped-def]
+    from vllm.multimodal.inputs import MultiModalFeatureSpec, MultiModalKwargsItem, PlaceholderRange
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.request import Request
+
+    feature = MultiModalFeatureSpec(
+        data=MultiModalKwargsItem.dummy(), modality="image", identifier="img0",
+        mm_position=PlaceholderRange(offset=IMAGE_OFFSET, length=IMAGE_LEN),
+    )
+    return Request(request_id="r0", prompt_token_ids=[5] * PROMPT_LEN,
+                   sampling_params=SamplingParams(max_tokens=4), pooling_params=None, mm_features=[feature])
+
+
+def test_scheduler_keeps_the_image_cached_until_the_drafter_lookahead_passes_it(tmp_path) -> None:
+    """A prefill chunk that ends exactly at the image's end: the target is
+    done with it, the drafter (one position ahead) is not."""
+    sched = _scheduler(tmp_path, chunk=IMAGE_OFFSET + IMAGE_LEN)
+    req = _image_request()
+    sched.add_request(req)
+
+    first = sched.schedule()
+    assert first.num_scheduled_tokens == {"r0": IMAGE_OFFSET + IMAGE_LEN}
+    assert first.scheduled_encoder_inputs == {"r0": [0]}
+    assert req.num_computed_tokens == IMAGE_OFFSET + IMAGE_LEN
+    manager = sched.encoder_cache_manager
+    assert manager.cached["img0"] == {"r0"} and "img0" not in manager.freeable  # still referenced
+
+    second = sched.schedule()
+    assert second.num_scheduled_tokens == {"r0": PROMPT_LEN - IMAGE_OFFSET - IMAGE_LEN}
+    assert manager.cached["img0"] == set() and "img0" in manager.freeable  # the look-ahead passed it
+
+
+def test_drafter_gather_skips_an_image_only_its_lookahead_reaches(monkeypatch) -> None:
+    """The target processed ``[0, 8)``; the drafter's window ``[1, 9)``
+    touches an image starting at 8 that is not encoded yet. It keeps the
+    token embedding there; a miss inside the target's range still raises."""
+    from vllm.multimodal.inputs import MultiModalFeatureSpec, PlaceholderRange
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    feature = MultiModalFeatureSpec(data=None, modality="image", identifier="img0",
+                                    mm_position=PlaceholderRange(offset=8, length=16))
+    mask = torch.zeros(64, dtype=torch.bool)
+    buf = SimpleNamespace(cpu=mask, copy_to_gpu=lambda n: mask[:n])
+    r = object.__new__(GPUModelRunner)
+    r.is_mm_embed_idx = 0
+    r.is_mm_embed_buffers = [buf, buf]
+    r.input_batch = SimpleNamespace(req_ids=["r0"])
+    r.requests = {"r0": SimpleNamespace(num_computed_tokens=0, mm_features=[feature])}
+    r.encoder_cache = {}
+    r.uses_mrope = False
+    r.uses_xdrope_dim = 0
+    r.is_multimodal_pruning_enabled = False
+    r.device = torch.device("cpu")
+    out = SimpleNamespace(total_num_scheduled_tokens=8, num_scheduled_tokens={"r0": 8})
+    mm_embeds, is_mm_embed = r._gather_mm_embeddings(out, shift_computed_tokens=1)
+    assert mm_embeds == [] and not is_mm_embed.any()
+    r.requests["r0"].num_computed_tokens = 8  # now the target itself needs it
+    with pytest.raises((RuntimeError, AssertionError), match="Encoder cache miss"):
+        r._gather_mm_embeddings(out, shift_computed_tokens=1)
