@@ -41,3 +41,25 @@ def test_the_same_drafter_hashes_the_same_and_different_ids_differ(tmp_path) -> 
     assert _spec(target, drafter, pp=1).compute_hash() != first
     other = _spec(target, _drafter(tmp_path / "other"), pp=1).compute_hash()
     assert other != first
+
+
+def test_layer_ids_nested_under_eagle_config_are_in_the_key(tmp_path) -> None:
+    """Ours (``speculative-nested-eagle3-layer-ids-in-compile-cache-key.patch``,
+    Pending): the runner reads ids under ``eagle_config`` when the top level
+    has none (EAGLE 3.1 and SpecForge heads), so those ids shape the graph
+    and must be in the key. Rewriting only the nested ids of one drafter, in
+    place, changes the key; through 0.33.0 upstream hashes the top-level key
+    only."""
+    import json
+
+    target = _llama_target(tmp_path / "target")
+    drafter = _drafter(tmp_path / "drafter")
+    path = tmp_path / "drafter" / "config.json"
+    cfg = json.loads(path.read_text())
+    ids = cfg.pop("eagle_aux_hidden_state_layer_ids")
+    cfg["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": ids}
+    path.write_text(json.dumps(cfg))
+    first = _spec(target, drafter, pp=1).compute_hash()
+    cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [0, 2, 3]
+    path.write_text(json.dumps(cfg))
+    assert _spec(target, drafter, pp=1).compute_hash() != first
