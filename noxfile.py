@@ -1,13 +1,13 @@
 """nox sessions: thin wiring over the ``vpq`` package in scripts/.
 
-    nox -s build_wheel            apply the series, build + audit wheels into dist/
-    nox -s tests                  unit and integration tests (CPU)
-    nox -s rebase_upstream        move the pin to a new upstream release (see README)
-    nox -s gpu_tests              EAGLE-3 engine tests on a CUDA host (one skip line elsewhere)
-    nox -s contract               EAGLE-3 contract table (CPU venv with the wheel)
-    nox -s bench                  build timings vs vLLM's own build (build/bench.json)
-    nox -s lint                   ruff + series lint
-    nox -s apply / export         edit the series in build/work (see README)
+nox -s build_wheel            apply the series, build + audit wheels into dist/
+nox -s tests                  unit and integration tests (CPU)
+nox -s rebase_upstream        move the pin to a new upstream release (see README)
+nox -s gpu_tests              EAGLE-3 engine tests on a CUDA host (one skip line elsewhere)
+nox -s contract               EAGLE-3 contract table (CPU venv with the wheel)
+nox -s bench                  build timings vs vLLM's own build (build/bench.json)
+nox -s lint                   ruff + series lint
+nox -s apply / export         edit the series in build/work (see README)
 """
 
 from __future__ import annotations

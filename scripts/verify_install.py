@@ -177,8 +177,9 @@ def read_json(path: Path) -> dict[str, Any]:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} "
-                         f"column {exc.colno})") from None
+        raise InputError(
+            f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        ) from None
     if not isinstance(obj, dict):
         raise InputError(f"{path}: expected a JSON object, got {type(obj).__name__}")
     return obj
@@ -203,12 +204,16 @@ def read_safetensors_header(path: Path) -> dict[str, Tensor]:
             size = os.fstat(f.fileno()).st_size
             raw = f.read(8)
             if len(raw) < 8:
-                raise InputError(f"{path}: truncated safetensors header "
-                                 f"({size} bytes, the length prefix alone is 8)")
+                raise InputError(
+                    f"{path}: truncated safetensors header "
+                    f"({size} bytes, the length prefix alone is 8)"
+                )
             (n,) = struct.unpack("<Q", raw)
             if n > size - 8 or n > MAX_HEADER_BYTES:
-                raise InputError(f"{path}: truncated safetensors header "
-                                 f"(says {n} bytes, the file has {size - 8} after the prefix)")
+                raise InputError(
+                    f"{path}: truncated safetensors header "
+                    f"(says {n} bytes, the file has {size - 8} after the prefix)"
+                )
             header = f.read(n)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
@@ -255,7 +260,7 @@ def read_checkpoint_tensors(model_dir: Path) -> dict[str, Tensor]:
 
 def normalise(name: str) -> str:
     """Tensor names as vLLM's EAGLE-3 loaders see them: no leading ``model.``."""
-    return name[len("model."):] if name.startswith("model.") else name
+    return name[len("model.") :] if name.startswith("model.") else name
 
 
 def text_config(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -359,136 +364,262 @@ def check_pair(pair: Pair) -> list[Finding]:
     t_vocab = _int(tc, "vocab_size")
     if n is None or th is None:
         missing = [k for k, v in (("num_hidden_layers", n), ("hidden_size", th)) if v is None]
-        add(ERROR, "target-config", "target",
+        add(
+            ERROR,
+            "target-config",
+            "target",
             f"the target config has no integer {' or '.join(tkey + k for k in missing)}",
-            tfile, tkey + missing[0])
+            tfile,
+            tkey + missing[0],
+        )
         return out
     pair.num_layers, pair.target_hidden = n, th
-    add(INFO, "target", "target",
+    add(
+        INFO,
+        "target",
+        "target",
         f"{t_arch}, text model_type {tc.get('model_type')}, N = {n} layers, hidden {th}",
-        tfile, "architectures")
+        tfile,
+        "architectures",
+    )
 
     # drafter
     archs = dc.get("architectures")
     if not (isinstance(archs, list) and archs and isinstance(archs[0], str)):
-        add(ERROR, "drafter-config", "drafter", "the drafter config has no architectures list",
-            key="architectures")
+        add(
+            ERROR,
+            "drafter-config",
+            "drafter",
+            "the drafter config has no architectures list",
+            key="architectures",
+        )
         return out
     d_arch, d_type = archs[0], dc.get("model_type")
     add(INFO, "drafter", "drafter", f"{d_arch}, model_type {d_type}", key="architectures")
     if d_type in MTP_REWRITTEN_TYPES:
-        add(ERROR, "mtp-trap", "drafter",
+        add(
+            ERROR,
+            "mtp-trap",
+            "drafter",
             f"model_type {d_type} is rewritten to deepseek_mtp (architectures DeepSeekMTPModel) "
             "by vLLM's SpeculativeConfig.hf_config_override (vllm/config/speculative.py): the "
             "EAGLE-3 head would load as an MTP module; type an MLA head deepseek_v2 or kimi_k2",
-            key="model_type")
+            key="model_type",
+        )
     if "kv_lora_rank" in dc:
-        add(INFO, "mla", "drafter", f"MLA head (kv_lora_rank {dc.get('kv_lora_rank')}, "
-            f"model_type {d_type})", key="kv_lora_rank")
+        add(
+            INFO,
+            "mla",
+            "drafter",
+            f"MLA head (kv_lora_rank {dc.get('kv_lora_rank')}, model_type {d_type})",
+            key="kv_lora_rank",
+        )
     elif d_type in MLA_TYPES or "deepseek" in d_arch.lower():
-        add(ERROR, "mla", "drafter",
+        add(
+            ERROR,
+            "mla",
+            "drafter",
             f"{d_arch} / model_type {d_type} is an MLA head but the config has no kv_lora_rank "
-            "(nor the other MLA shapes): vLLM cannot build its attention", key="kv_lora_rank")
+            "(nor the other MLA shapes): vLLM cannot build its attention",
+            key="kv_lora_rank",
+        )
     if not pair.tensors:
-        add(ERROR, "no-weights", "drafter",
+        add(
+            ERROR,
+            "no-weights",
+            "drafter",
             "no *.safetensors (and no model.safetensors.index.json) in the drafter directory: "
-            "nothing to load, tensor checks skipped", str(pair.drafter_dir), "")
+            "nothing to load, tensor checks skipped",
+            str(pair.drafter_dir),
+            "",
+        )
     else:
         for flag, weight in EAGLE31_WEIGHTS.items():
             if dc.get(flag):
                 if weight in pair.tensors:
                     t = pair.tensors[weight]
-                    add(INFO, "eagle31", "drafter", f"EAGLE 3.1: {flag} set, {weight} "
-                        f"{t.shape} present", key=flag)
+                    add(
+                        INFO,
+                        "eagle31",
+                        "drafter",
+                        f"EAGLE 3.1: {flag} set, {weight} {t.shape} present",
+                        key=flag,
+                    )
                 else:
-                    add(ERROR, "eagle31-weights", "drafter",
-                        f"{flag} is set (EAGLE 3.1) but the checkpoint has no {weight}", key=flag)
+                    add(
+                        ERROR,
+                        "eagle31-weights",
+                        "drafter",
+                        f"{flag} is set (EAGLE 3.1) but the checkpoint has no {weight}",
+                        key=flag,
+                    )
         if "fc_norm.weight" in pair.tensors and not dc.get("fc_norm"):
             t = pair.tensors["fc_norm.weight"]
-            add(WARNING, "eagle31-weights", "drafter",
+            add(
+                WARNING,
+                "eagle31-weights",
+                "drafter",
                 "the checkpoint has fc_norm.weight (an EAGLE 3.1 head) but fc_norm is not set: "
-                "the norm will not be applied", str(pair.drafter_dir / t.file), t.name)
+                "the norm will not be applied",
+                str(pair.drafter_dir / t.file),
+                t.name,
+            )
 
     # layer ids
     ids, src = declared_layer_ids(dc)
     nested = dc.get("eagle_config") if isinstance(dc.get("eagle_config"), dict) else {}
-    if src == LAYER_IDS_KEY and nested.get(LAYER_IDS_KEY) is not None \
-            and nested[LAYER_IDS_KEY] != ids:
-        add(WARNING, "layer-ids-conflict", "layer-ids",
+    if (
+        src == LAYER_IDS_KEY
+        and nested.get(LAYER_IDS_KEY) is not None
+        and nested[LAYER_IDS_KEY] != ids
+    ):
+        add(
+            WARNING,
+            "layer-ids-conflict",
+            "layer-ids",
             f"eagle_config.{LAYER_IDS_KEY} = {nested[LAYER_IDS_KEY]} differs from the top-level "
-            f"{ids}; the top level wins", key=f"eagle_config.{LAYER_IDS_KEY}")
+            f"{ids}; the top level wins",
+            key=f"eagle_config.{LAYER_IDS_KEY}",
+        )
     if ids is None:
         ids = default_layer_ids(n)
-        add(WARNING, "layer-ids-absent", "layer-ids",
+        add(
+            WARNING,
+            "layer-ids-absent",
+            "layer-ids",
             f"no {LAYER_IDS_KEY} at the top level or under eagle_config: vLLM uses the target's "
             f"default (2, N//2, N-3) = {ids} (vllm PR #50170); was the head trained on those?",
-            key=LAYER_IDS_KEY)
+            key=LAYER_IDS_KEY,
+        )
         src_text = "none declared: the target's default"
     else:
         src_text = f"from {'the top-level ' if src == LAYER_IDS_KEY else ''}{src}"
-    if not (isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool)
-                                          for i in ids)):
-        add(ERROR, "layer-ids-type", "layer-ids", f"{ids!r} is not a list of integers",
-            key=src or LAYER_IDS_KEY)
+    if not (
+        isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
+    ):
+        add(
+            ERROR,
+            "layer-ids-type",
+            "layer-ids",
+            f"{ids!r} is not a list of integers",
+            key=src or LAYER_IDS_KEY,
+        )
         return out
     if not ids:
-        add(ERROR, "layer-ids-empty", "layer-ids",
+        add(
+            ERROR,
+            "layer-ids-empty",
+            "layer-ids",
             "an explicit empty list: the head would read no aux hidden states (not the same as "
-            "absent; vLLM 0.17.1 silently falls back to the default)", key=src)
+            "absent; vLLM 0.17.1 silently falls back to the default)",
+            key=src,
+        )
         return out
     pair.layer_ids, pair.layer_ids_key = list(ids), src
     add(INFO, "layer-ids-source", "layer-ids", f"ids {ids} ({src_text})", key=src or LAYER_IDS_KEY)
     key = src or LAYER_IDS_KEY
     bad = [i for i in ids if not 0 <= i <= n]
     if bad:
-        add(ERROR, "layer-id-range", "layer-ids",
+        add(
+            ERROR,
+            "layer-id-range",
+            "layer-ids",
             f"id(s) {bad} outside 0..{n} (N = {n}: id i is the residual stream entering layer i, "
-            f"id N the stream after the last layer)", key=key)
+            f"id N the stream after the last layer)",
+            key=key,
+        )
     dups = sorted({i for i in ids if ids.count(i) > 1})
     if dups:
         add(ERROR, "layer-id-duplicate", "layer-ids", f"id(s) {dups} repeated in {ids}", key=key)
     if not bad and (n in ids or ids == [i + 1 for i in default_layer_ids(n)]):
         why = f"include N = {n}" if n in ids else "equal the default (2, N//2, N-3) plus one"
-        add(NOTE, "layer-ids-convention", "layer-ids",
+        add(
+            NOTE,
+            "layer-ids-convention",
+            "layer-ids",
             f"ids {ids} {why}: if the trainer counted id i as the OUTPUT of layer i, every id "
             f"is one too high for vLLM (id i = the stream entering layer i; sglang PR #25454, "
-            f"vllm #43671)", key=key)
+            f"vllm #43671)",
+            key=key,
+        )
 
     # sizes
     t_key = "target_hidden_size" if "target_hidden_size" in dc else "hidden_size"
     d_target_hidden = _int(dc, t_key)
     d_hidden = _int(dc, "hidden_size")
     if d_target_hidden != th:
-        add(ERROR, "target-hidden-size", "sizes",
-            f"{t_key} = {d_target_hidden} but the target's hidden_size is {th}", key=t_key)
+        add(
+            ERROR,
+            "target-hidden-size",
+            "sizes",
+            f"{t_key} = {d_target_hidden} but the target's hidden_size is {th}",
+            key=t_key,
+        )
     else:
-        add(INFO, "target-hidden-size", "sizes", f"{t_key} {th} = the target's hidden_size",
-            key=t_key)
+        add(
+            INFO,
+            "target-hidden-size",
+            "sizes",
+            f"{t_key} {th} = the target's hidden_size",
+            key=t_key,
+        )
     if not pair.tensors:
         return out
     fc = pair.tensors.get("fc.weight")
     k = None
     if fc is None:
-        add(ERROR, "fc-width", "sizes", "no fc.weight: this is not an EAGLE-3 head",
-            str(pair.drafter_dir), "fc.weight")
-    elif len(fc.shape) != 2 or fc.shape[0] != d_hidden or not d_target_hidden \
-            or fc.shape[1] % d_target_hidden:
-        add(ERROR, "fc-width", "sizes",
+        add(
+            ERROR,
+            "fc-width",
+            "sizes",
+            "no fc.weight: this is not an EAGLE-3 head",
+            str(pair.drafter_dir),
+            "fc.weight",
+        )
+    elif (
+        len(fc.shape) != 2
+        or fc.shape[0] != d_hidden
+        or not d_target_hidden
+        or fc.shape[1] % d_target_hidden
+    ):
+        add(
+            ERROR,
+            "fc-width",
+            "sizes",
             f"fc.weight is {fc.shape}, expected [hidden_size = {d_hidden}, "
-            f"k * {t_key} = k * {d_target_hidden}]", str(pair.drafter_dir / fc.file), fc.name)
+            f"k * {t_key} = k * {d_target_hidden}]",
+            str(pair.drafter_dir / fc.file),
+            fc.name,
+        )
     else:
         k = fc.shape[1] // d_target_hidden
-        add(INFO, "fc-width", "sizes", f"fc.weight {fc.shape} = [hidden_size, {k} * "
-            f"{d_target_hidden}]: {k} aux states", str(pair.drafter_dir / fc.file), fc.name)
+        add(
+            INFO,
+            "fc-width",
+            "sizes",
+            f"fc.weight {fc.shape} = [hidden_size, {k} * {d_target_hidden}]: {k} aux states",
+            str(pair.drafter_dir / fc.file),
+            fc.name,
+        )
         if k != len(ids):
-            add(ERROR, "layer-id-count", "layer-ids",
+            add(
+                ERROR,
+                "layer-id-count",
+                "layer-ids",
                 f"{len(ids)} ids {ids} but fc.weight {fc.shape} takes k = {k} aux states "
-                f"({fc.shape[1]} = {k} * {d_target_hidden})", key=key)
+                f"({fc.shape[1]} = {k} * {d_target_hidden})",
+                key=key,
+            )
         if k != UPSTREAM_FC_STATES:
-            add(WARNING, "fc-states", "sizes",
+            add(
+                WARNING,
+                "fc-states",
+                "sizes",
                 f"fc.weight takes {k} aux states; vLLM's Eagle3LlamaForCausalLM builds fc for "
                 f"{UPSTREAM_FC_STATES} (llama_eagle3.py), so loading may fail",
-                str(pair.drafter_dir / fc.file), fc.name)
+                str(pair.drafter_dir / fc.file),
+                fc.name,
+            )
     vocab = _int(dc, "vocab_size")
     dv = _int(dc, "draft_vocab_size") or vocab
     dv_key = "draft_vocab_size" if "draft_vocab_size" in dc else "vocab_size"
@@ -498,41 +629,100 @@ def check_pair(pair: Pair) -> list[Finding]:
 
     lm = pair.tensors.get("lm_head.weight")
     if lm is None:
-        add(ERROR, "draft-vocab", "sizes", "no lm_head.weight in the head", str(pair.drafter_dir),
-            "lm_head.weight")
+        add(
+            ERROR,
+            "draft-vocab",
+            "sizes",
+            "no lm_head.weight in the head",
+            str(pair.drafter_dir),
+            "lm_head.weight",
+        )
     elif lm.shape[:1] != [dv]:
-        add(ERROR, "draft-vocab", "sizes", f"lm_head.weight is {lm.shape} but {dv_key} = {dv}",
-            tensor_where(lm), lm.name)
+        add(
+            ERROR,
+            "draft-vocab",
+            "sizes",
+            f"lm_head.weight is {lm.shape} but {dv_key} = {dv}",
+            tensor_where(lm),
+            lm.name,
+        )
     d2t, t2d = pair.tensors.get("d2t"), pair.tensors.get("t2d")
     if d2t is not None and d2t.shape != [dv]:
-        add(ERROR, "draft-vocab", "sizes", f"d2t is {d2t.shape} but {dv_key} = {dv}",
-            tensor_where(d2t), d2t.name)
+        add(
+            ERROR,
+            "draft-vocab",
+            "sizes",
+            f"d2t is {d2t.shape} but {dv_key} = {dv}",
+            tensor_where(d2t),
+            d2t.name,
+        )
     if t2d is not None and t2d.shape != [vocab]:
-        add(ERROR, "draft-vocab", "sizes", f"t2d is {t2d.shape} but vocab_size = {vocab}",
-            tensor_where(t2d), t2d.name)
+        add(
+            ERROR,
+            "draft-vocab",
+            "sizes",
+            f"t2d is {t2d.shape} but vocab_size = {vocab}",
+            tensor_where(t2d),
+            t2d.name,
+        )
     if d2t is None and dv != vocab:
-        add(ERROR, "draft-vocab", "sizes",
+        add(
+            ERROR,
+            "draft-vocab",
+            "sizes",
             f"draft_vocab_size {dv} < vocab_size {vocab} but no d2t maps draft ids to target ids",
-            key=dv_key)
+            key=dv_key,
+        )
     if not any(f.rule == "draft-vocab" for f in out):
-        add(INFO, "draft-vocab", "sizes", f"{dv_key} {dv}: lm_head.weight rows"
-            + (", d2t" if d2t is not None else "") + (", t2d" if t2d is not None else "")
-            + " agree", key=dv_key)
+        add(
+            INFO,
+            "draft-vocab",
+            "sizes",
+            f"{dv_key} {dv}: lm_head.weight rows"
+            + (", d2t" if d2t is not None else "")
+            + (", t2d" if t2d is not None else "")
+            + " agree",
+            key=dv_key,
+        )
     emb = pair.tensors.get("embed_tokens.weight")
     if emb is not None:
         if emb.shape != [vocab, d_hidden]:
-            add(ERROR, "embeddings", "sizes", f"embed_tokens.weight is {emb.shape}, expected "
-                f"[vocab_size = {vocab}, hidden_size = {d_hidden}]", tensor_where(emb), emb.name)
+            add(
+                ERROR,
+                "embeddings",
+                "sizes",
+                f"embed_tokens.weight is {emb.shape}, expected "
+                f"[vocab_size = {vocab}, hidden_size = {d_hidden}]",
+                tensor_where(emb),
+                emb.name,
+            )
         else:
-            add(INFO, "embeddings", "sizes", f"own embed_tokens.weight {emb.shape}",
-                tensor_where(emb), emb.name)
+            add(
+                INFO,
+                "embeddings",
+                "sizes",
+                f"own embed_tokens.weight {emb.shape}",
+                tensor_where(emb),
+                emb.name,
+            )
     elif vocab != t_vocab:
-        add(ERROR, "embeddings", "sizes",
+        add(
+            ERROR,
+            "embeddings",
+            "sizes",
             f"no embed_tokens.weight, so vLLM shares the target's embeddings, but vocab_size "
-            f"{vocab} != the target's {t_vocab}", key="vocab_size")
+            f"{vocab} != the target's {t_vocab}",
+            key="vocab_size",
+        )
     else:
-        add(INFO, "embeddings", "sizes", "no embed_tokens.weight: shared with the target",
-            str(pair.drafter_dir), "embed_tokens.weight")
+        add(
+            INFO,
+            "embeddings",
+            "sizes",
+            "no embed_tokens.weight: shared with the target",
+            str(pair.drafter_dir),
+            "embed_tokens.weight",
+        )
     return out
 
 
@@ -563,7 +753,7 @@ def _first_line(exc: BaseException, limit: int = 240) -> str:
         text = str(exc).strip().splitlines()
         line = text[0] if text else ""
     line = f"{type(exc).__name__}: {line}".strip()
-    return line if len(line) <= limit else line[:limit - 3] + "..."
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def ask_vllm(pair: Pair, findings: list[Finding]) -> list[Finding]:
@@ -600,17 +790,30 @@ def ask_vllm(pair: Pair, findings: list[Finding]) -> list[Finding]:
     with _quiet():
         try:
             import vllm  # noqa: F401
+
             version = md.version("vllm")
         except Exception as exc:  # noqa: BLE001 - any import failure means "not usable"
-            add(WARNING, "vllm", f"vLLM does not import ({_first_line(exc)}): only the file rules "
-                "ran; the wheel's verdicts (registry, SpeculativeConfig, layer ids) are unknown")
+            add(
+                WARNING,
+                "vllm",
+                f"vLLM does not import ({_first_line(exc)}): only the file rules "
+                "ran; the wheel's verdicts (registry, SpeculativeConfig, layer ids) are unknown",
+            )
             return out
         try:
             manifest = md.distribution("vllm").read_text(MANIFEST)
         except Exception:  # noqa: BLE001
             manifest = None
-        add(INFO, "vllm", f"vllm {version} " + ("(patch-queue build)" if manifest else
-                                                 "(no vpq_manifest.json: not a patch-queue build)"))
+        add(
+            INFO,
+            "vllm",
+            f"vllm {version} "
+            + (
+                "(patch-queue build)"
+                if manifest
+                else "(no vpq_manifest.json: not a patch-queue build)"
+            ),
+        )
         _ask_vllm_pair(pair, findings, add)
     return out
 
@@ -630,15 +833,30 @@ def _ask_vllm_pair(pair: Pair, findings: list[Finding], add: Any) -> None:
     except Exception:  # noqa: BLE001
         t_cls = None
     if t_cls is None:
-        add(ERROR, "target-eagle3", f"this wheel's registry has no model class for {t_arch}",
-            tfile, "architectures")
+        add(
+            ERROR,
+            "target-eagle3",
+            f"this wheel's registry has no model class for {t_arch}",
+            tfile,
+            "architectures",
+        )
     elif not supports_eagle3(t_cls):
-        add(ERROR, "target-eagle3", f"{t_arch} ({t_cls.__module__}) does not implement "
-            "SupportsEagle3 in this wheel: EAGLE-3 is refused for this target", tfile,
-            "architectures")
+        add(
+            ERROR,
+            "target-eagle3",
+            f"{t_arch} ({t_cls.__module__}) does not implement "
+            "SupportsEagle3 in this wheel: EAGLE-3 is refused for this target",
+            tfile,
+            "architectures",
+        )
     else:
-        add(INFO, "target-eagle3", f"{t_arch} -> {t_cls.__module__}.{t_cls.__name__}: "
-            "supports_eagle3 holds", tfile, "architectures")
+        add(
+            INFO,
+            "target-eagle3",
+            f"{t_arch} -> {t_cls.__module__}.{t_cls.__name__}: supports_eagle3 holds",
+            tfile,
+            "architectures",
+        )
 
     # the deepseek_v3 -> MTP trap, as this wheel's override does it
     try:
@@ -652,15 +870,24 @@ def _ask_vllm_pair(pair: Pair, findings: list[Finding], add: Any) -> None:
         for f in findings:
             if f.rule == "mtp-trap":
                 if rewritten:
-                    f.message += (f"; confirmed: this wheel rewrites it to {probe.model_type} "
-                                  f"{getattr(probe, 'architectures', None)}")
+                    f.message += (
+                        f"; confirmed: this wheel rewrites it to {probe.model_type} "
+                        f"{getattr(probe, 'architectures', None)}"
+                    )
                 else:
                     f.severity = INFO
-                    f.message = (f"model_type {pair.drafter_cfg.get('model_type')} is NOT "
-                                 "rewritten to MTP by this wheel's hf_config_override")
+                    f.message = (
+                        f"model_type {pair.drafter_cfg.get('model_type')} is NOT "
+                        "rewritten to MTP by this wheel's hf_config_override"
+                    )
     except Exception as exc:  # noqa: BLE001
-        add(NOTE, "mtp-trap", f"could not run the wheel's hf_config_override: {_first_line(exc)}",
-            dfile, "model_type")
+        add(
+            NOTE,
+            "mtp-trap",
+            f"could not run the wheel's hf_config_override: {_first_line(exc)}",
+            dfile,
+            "model_type",
+        )
 
     sc = None
     try:
@@ -668,34 +895,65 @@ def _ask_vllm_pair(pair: Pair, findings: list[Finding], add: Any) -> None:
 
         mc = ModelConfig(model=str(pair.target_dir), skip_tokenizer_init=True)
         sc = SpeculativeConfig(
-            target_model_config=mc, target_parallel_config=ParallelConfig(),
-            method="eagle3", model=str(pair.drafter_dir), num_speculative_tokens=1,
+            target_model_config=mc,
+            target_parallel_config=ParallelConfig(),
+            method="eagle3",
+            model=str(pair.drafter_dir),
+            num_speculative_tokens=1,
         )
-        add(INFO, "speculative-config", "SpeculativeConfig(method=eagle3) accepts the pair",
-            dfile, "architectures")
+        add(
+            INFO,
+            "speculative-config",
+            "SpeculativeConfig(method=eagle3) accepts the pair",
+            dfile,
+            "architectures",
+        )
     except Exception as exc:  # noqa: BLE001
-        add(ERROR, "speculative-config", "this wheel refuses the pair in "
-            f"SpeculativeConfig(method=eagle3): {_first_line(exc)}", dfile, "architectures")
+        add(
+            ERROR,
+            "speculative-config",
+            f"this wheel refuses the pair in SpeculativeConfig(method=eagle3): {_first_line(exc)}",
+            dfile,
+            "architectures",
+        )
 
     d_arch = (pair.drafter_cfg.get("architectures") or ["?"])[0]
     if sc is not None:
         try:
             cls, arch = ModelRegistry.resolve_model_cls(
-                sc.draft_model_config.architectures, sc.draft_model_config)
-            add(INFO, "drafter-class", f"{d_arch} -> {arch} -> {cls.__module__}.{cls.__name__}",
-                dfile, "architectures")
+                sc.draft_model_config.architectures, sc.draft_model_config
+            )
+            add(
+                INFO,
+                "drafter-class",
+                f"{d_arch} -> {arch} -> {cls.__module__}.{cls.__name__}",
+                dfile,
+                "architectures",
+            )
             _ask_eagle31(pair, cls, add)
         except Exception as exc:  # noqa: BLE001
-            add(ERROR, "drafter-class", f"this wheel cannot resolve the drafter's class: "
-                f"{_first_line(exc)}", dfile, "architectures")
+            add(
+                ERROR,
+                "drafter-class",
+                f"this wheel cannot resolve the drafter's class: {_first_line(exc)}",
+                dfile,
+                "architectures",
+            )
     else:
-        eagle3_arch = d_arch if d_arch.startswith("Eagle3") or d_arch.endswith("Eagle3") \
+        eagle3_arch = (
+            d_arch
+            if d_arch.startswith("Eagle3") or d_arch.endswith("Eagle3")
             else f"Eagle3{d_arch}"
+        )
         known = eagle3_arch in ModelRegistry.get_supported_archs()
-        add(ERROR if not known else INFO, "drafter-class",
-            f"{d_arch} -> {eagle3_arch}: " + ("registered in this wheel" if known else
-                                              "not in this wheel's model registry"),
-            dfile, "architectures")
+        add(
+            ERROR if not known else INFO,
+            "drafter-class",
+            f"{d_arch} -> {eagle3_arch}: "
+            + ("registered in this wheel" if known else "not in this wheel's model registry"),
+            dfile,
+            "architectures",
+        )
 
     if sc is not None and pair.layer_ids is not None:
         try:
@@ -704,22 +962,37 @@ def _ask_vllm_pair(pair: Pair, findings: list[Finding], add: Any) -> None:
             from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
             used = GPUModelRunner._get_eagle3_aux_layers_from_config(
-                SimpleNamespace(speculative_config=sc))
+                SimpleNamespace(speculative_config=sc)
+            )
             how = "from the drafter config"
             if not used:
                 used, how = tuple(default_layer_ids(pair.num_layers)), "the target's default"
             used_list = list(used)
             if used_list != pair.layer_ids:
-                add(ERROR, "layer-ids-wheel",
+                add(
+                    ERROR,
+                    "layer-ids-wheel",
                     f"this wheel will use ids {used_list} ({how}), not the {pair.layer_ids} "
-                    f"the drafter declares in {pair.layer_ids_key or 'no key'}", dfile,
-                    pair.layer_ids_key or LAYER_IDS_KEY)
+                    f"the drafter declares in {pair.layer_ids_key or 'no key'}",
+                    dfile,
+                    pair.layer_ids_key or LAYER_IDS_KEY,
+                )
             else:
-                add(INFO, "layer-ids-wheel", f"this wheel will use ids {used_list} ({how})",
-                    dfile, pair.layer_ids_key or LAYER_IDS_KEY)
+                add(
+                    INFO,
+                    "layer-ids-wheel",
+                    f"this wheel will use ids {used_list} ({how})",
+                    dfile,
+                    pair.layer_ids_key or LAYER_IDS_KEY,
+                )
         except Exception as exc:  # noqa: BLE001
-            add(NOTE, "layer-ids-wheel", f"could not ask the model runner which ids it uses: "
-                f"{_first_line(exc)}", dfile, pair.layer_ids_key or LAYER_IDS_KEY)
+            add(
+                NOTE,
+                "layer-ids-wheel",
+                f"could not ask the model runner which ids it uses: {_first_line(exc)}",
+                dfile,
+                pair.layer_ids_key or LAYER_IDS_KEY,
+            )
 
 
 def _ask_eagle31(pair: Pair, cls: type, add: Any) -> None:
@@ -739,9 +1012,14 @@ def _ask_eagle31(pair: Pair, cls: type, add: Any) -> None:
     dfile = str(pair.drafter_dir / "config.json")
     ignored = [f for f in flags if f not in source]
     if ignored:
-        add(ERROR, "eagle31-wheel", f"{', '.join(ignored)} set (EAGLE 3.1) but this wheel's "
-            f"{cls.__module__} never reads it: the head would run as plain EAGLE-3", dfile,
-            ignored[0])
+        add(
+            ERROR,
+            "eagle31-wheel",
+            f"{', '.join(ignored)} set (EAGLE 3.1) but this wheel's "
+            f"{cls.__module__} never reads it: the head would run as plain EAGLE-3",
+            dfile,
+            ignored[0],
+        )
     else:
         add(INFO, "eagle31-wheel", f"{cls.__module__} reads {', '.join(flags)}", dfile, flags[0])
 
@@ -779,10 +1057,11 @@ def exit_code(findings: Sequence[Finding], strict: bool = False) -> int:
 def render(findings: Sequence[Finding], target_dir: Path, drafter_dir: Path, strict: bool) -> str:
     """The human report: one line per finding, then a summary line."""
     lines = [f"preflight: target {target_dir}", f"           drafter {drafter_dir}"]
+
     def short(path: str) -> str:  # paths relative to the two directories named above
         for label, d in (("drafter", str(drafter_dir)), ("target", str(target_dir))):
             if path == d or path.startswith(d + os.sep):
-                return label + path[len(d):]
+                return label + path[len(d) :]
         return path
 
     for f in findings:
@@ -792,24 +1071,32 @@ def render(findings: Sequence[Finding], target_dir: Path, drafter_dir: Path, str
             lines.append(f"  {'':<7} {'':<20} [{where}]")
     counts = {s: sum(f.severity == s for f in findings) for s in SEVERITIES}
     code = exit_code(findings, strict)
-    lines.append(f"preflight: {counts[ERROR]} error(s), {counts[WARNING]} warning(s), "
-                 f"{counts[NOTE]} note(s){' (--strict)' if strict else ''}: "
-                 f"{'FAILED' if code else 'OK'}")
+    lines.append(
+        f"preflight: {counts[ERROR]} error(s), {counts[WARNING]} warning(s), "
+        f"{counts[NOTE]} note(s){' (--strict)' if strict else ''}: "
+        f"{'FAILED' if code else 'OK'}"
+    )
     return "\n".join(lines)
 
 
 def to_json(findings: Sequence[Finding], target_dir: Path, drafter_dir: Path, strict: bool) -> str:
     """The same findings as one JSON object, for fleet automation."""
-    return json.dumps({
-        "target": str(target_dir), "drafter": str(drafter_dir), "strict": strict,
-        "exit_code": exit_code(findings, strict),
-        "counts": {s: sum(f.severity == s for f in findings) for s in SEVERITIES},
-        "findings": [asdict(f) for f in findings],
-    }, indent=2)
+    return json.dumps(
+        {
+            "target": str(target_dir),
+            "drafter": str(drafter_dir),
+            "strict": strict,
+            "exit_code": exit_code(findings, strict),
+            "counts": {s: sum(f.severity == s for f in findings) for s in SEVERITIES},
+            "findings": [asdict(f) for f in findings],
+        },
+        indent=2,
+    )
 
 
-def run_preflight(target: str, drafter: str, *, as_json: bool = False, strict: bool = False,
-                  use_vllm: bool = True) -> int:
+def run_preflight(
+    target: str, drafter: str, *, as_json: bool = False, strict: bool = False, use_vllm: bool = True
+) -> int:
     """Print the report (or JSON) to stdout; return the exit code."""
     td, dd = Path(target), Path(drafter)
     findings = preflight(td, dd, use_vllm)
@@ -823,26 +1110,32 @@ def add_preflight_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--drafter", metavar="HEAD_DIR", help="EAGLE-3 head directory")
     ap.add_argument("--json", action="store_true", help="print the findings as JSON")
     ap.add_argument("--strict", action="store_true", help="warnings count as errors")
-    ap.add_argument("--no-vllm", action="store_true",
-                    help="do not import the installed vLLM; file rules only")
+    ap.add_argument(
+        "--no-vllm", action="store_true", help="do not import the installed vLLM; file rules only"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="verify_install.py",
         description="Check the installed patched vLLM, or (with --model and --drafter) "
-                    "preflight a target + EAGLE-3 drafter pair offline.")
+        "preflight a target + EAGLE-3 drafter pair offline.",
+    )
     add_preflight_arguments(ap)
     ns = ap.parse_args(argv)  # unknown flags: usage error, exit 2
     if ns.model or ns.drafter:
         if not (ns.model and ns.drafter):
             ap.error("--model and --drafter go together")
         try:
-            return run_preflight(ns.model, ns.drafter, as_json=ns.json, strict=ns.strict,
-                                 use_vllm=not ns.no_vllm)
+            return run_preflight(
+                ns.model, ns.drafter, as_json=ns.json, strict=ns.strict, use_vllm=not ns.no_vllm
+            )
         except Exception as exc:  # noqa: BLE001 - last resort: one line, never a traceback
-            print(f"preflight: FAILED: unexpected {_first_line(exc)} (a bug in this script; "
-                  "please report it with the two config.json files)", file=sys.stderr)
+            print(
+                f"preflight: FAILED: unexpected {_first_line(exc)} (a bug in this script; "
+                "please report it with the two config.json files)",
+                file=sys.stderr,
+            )
             return 1
     if ns.json or ns.strict or ns.no_vllm:
         ap.error("--json, --strict and --no-vllm need --model and --drafter")

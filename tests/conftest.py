@@ -28,4 +28,8 @@ def repo_root() -> Path:
 # tests/semantics and tests/parsers run inside a venv holding a vLLM wheel,
 # driven by tests/integration/test_semantics.py and test_parsers.py, which set
 # VPQ_SEMANTICS=1 or VPQ_PARSERS=1.
-collect_ignore = [d for d, var in (("semantics", "VPQ_SEMANTICS"), ("parsers", "VPQ_PARSERS")) if os.environ.get(var) != "1"]
+collect_ignore = [
+    d
+    for d, var in (("semantics", "VPQ_SEMANTICS"), ("parsers", "VPQ_PARSERS"))
+    if os.environ.get(var) != "1"
+]

@@ -28,7 +28,9 @@ IDS = [1, 4, 6]
 Head = tuple[dict[str, Any], dict[str, np.ndarray]]
 
 
-def _tensors(k: int = 3, hidden: int = HIDDEN, target_hidden: int = HIDDEN) -> dict[str, np.ndarray]:
+def _tensors(
+    k: int = 3, hidden: int = HIDDEN, target_hidden: int = HIDDEN
+) -> dict[str, np.ndarray]:
     z = np.zeros
     d2t = np.arange(DRAFT_VOCAB, dtype=np.int64)  # offsets draft id -> target id
     t2d = np.zeros(VOCAB, dtype=bool)
@@ -158,7 +160,8 @@ def write_head(dest: Path, head: Head, *, shards: int = 1) -> Path:
         save_file(part, str(dest / fname))
         weight_map.update({n: fname for n in part})
     (dest / "model.safetensors.index.json").write_text(
-        json.dumps({"metadata": {}, "weight_map": weight_map}) + "\n")
+        json.dumps({"metadata": {}, "weight_map": weight_map}) + "\n"
+    )
     return dest
 
 

@@ -56,13 +56,19 @@ def _differing(zb: zipfile.ZipFile, zu: zipfile.ZipFile) -> set[str]:
     return differing
 
 
-def _change_problems(zb: zipfile.ZipFile, differing: set[str], expected: dict[str, bytes | None]) -> list[str]:
+def _change_problems(
+    zb: zipfile.ZipFile, differing: set[str], expected: dict[str, bytes | None]
+) -> list[str]:
     """Where the differing members are not exactly the series' changes."""
     names = set(zb.namelist())
     allowed = set(expected) | {VERSION_FILE}
-    problems = [f"{n} differs from upstream but the series does not change it" for n in sorted(differing - allowed)]
+    problems = [
+        f"{n} differs from upstream but the series does not change it"
+        for n in sorted(differing - allowed)
+    ]
     problems += [
-        f"{n} should differ from upstream (the series changes it) but does not" for n in sorted(allowed - differing)
+        f"{n} should differ from upstream (the series changes it) but does not"
+        for n in sorted(allowed - differing)
     ]
     for name, content in sorted(expected.items()):
         if content is None and name in names:
@@ -102,7 +108,9 @@ def audit(built: Path, upstream: Path, expected: dict[str, bytes | None]) -> Aud
     problems: list[str] = []
     b_tags, u_tags = parse_wheel_filename(built.name)[3], parse_wheel_filename(upstream.name)[3]
     if b_tags != u_tags:
-        problems.append(f"tags {sorted(map(str, b_tags))} differ from upstream's {sorted(map(str, u_tags))}")
+        problems.append(
+            f"tags {sorted(map(str, b_tags))} differ from upstream's {sorted(map(str, u_tags))}"
+        )
     with zipfile.ZipFile(built) as zb, zipfile.ZipFile(upstream) as zu:
         differing = _differing(zb, zu)
         problems += _change_problems(zb, differing, expected)
@@ -115,7 +123,9 @@ def audit(built: Path, upstream: Path, expected: dict[str, bytes | None]) -> Aud
             problems += _record_problems(zb, di, differing)
         members = len(zb.namelist())
     if problems:
-        raise AuditError(f"audit of {built.name} against {upstream.name} failed: " + "; ".join(problems))
+        raise AuditError(
+            f"audit of {built.name} against {upstream.name} failed: " + "; ".join(problems)
+        )
     return AuditReport(wheel=built, differing=tuple(sorted(differing)), members=members)
 
 
@@ -126,10 +136,15 @@ def _wheel_file_problems(filename: str, wheel_file: bytes) -> list[str]:
     _, _, name_build, name_tags = parse_wheel_filename(filename)
     problems = []
     if sorted(tags) != sorted(map(str, name_tags)):
-        problems.append(f"WHEEL's Tag: headers {tags} are not the file name's tags {sorted(map(str, name_tags))}")
+        problems.append(
+            f"WHEEL's Tag: headers {tags} are not the file name's tags "
+            f"{sorted(map(str, name_tags))}"
+        )
     want_build = "".join(map(str, name_build)) if name_build else None
     if build_tag != want_build:
-        problems.append(f"WHEEL's Build: header is {build_tag!r}, the file name's build tag {want_build!r}")
+        problems.append(
+            f"WHEEL's Build: header is {build_tag!r}, the file name's build tag {want_build!r}"
+        )
     return problems
 
 
@@ -153,6 +168,8 @@ def compare_backends(a: Path, b: Path) -> int:
             if (x.CRC, x.file_size) != (y.CRC, y.file_size) and za.read(n) != zb.read(n):
                 problems.append(f"{n} differs")
     if problems:
-        shown = "; ".join(problems[:20]) + (f"; ... {len(problems) - 20} more" if len(problems) > 20 else "")
+        shown = "; ".join(problems[:20]) + (
+            f"; ... {len(problems) - 20} more" if len(problems) > 20 else ""
+        )
         raise AuditError(f"{a.name} and {b.name} differ outside the dist-info: {shown}")
     return len(ia)

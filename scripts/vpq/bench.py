@@ -32,8 +32,14 @@ class Case:
     ratio: float | None = None
 
 
-def measure(name: str, args: list[str], root: Path, *, cmd: list[str] | None = None,
-            env: dict[str, str] | None = None) -> Case:
+def measure(
+    name: str,
+    args: list[str],
+    root: Path,
+    *,
+    cmd: list[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> Case:
     """Run ``python -m vpq --root ROOT ARGS`` (or ``cmd``) and measure it."""
     # stderr goes to a file, not a pipe: a child writing more than a pipe
     # holds (64 KiB) would block while we wait for it.
@@ -41,7 +47,9 @@ def measure(name: str, args: list[str], root: Path, *, cmd: list[str] | None = N
         t0 = time.perf_counter()
         proc = subprocess.Popen(
             cmd or [sys.executable, "-m", "vpq", "--root", str(root), *args],
-            stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, **(env or {})},
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env={**os.environ, **(env or {})},
         )
         _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - t0
@@ -74,7 +82,9 @@ def _vllm_own_build(root: Path, pin: lock.Lock, plat: str, out: Path) -> Case:
     up = fetch.fetch(pin.name, pin.wheel(plat).filename, pin.wheel(plat).sha256)
     try:
         return measure(
-            f"{BASELINE} (VLLM_USE_PRECOMPILED=1 python -m build) {plat}", [], root,
+            f"{BASELINE} (VLLM_USE_PRECOMPILED=1 python -m build) {plat}",
+            [],
+            root,
             cmd=[sys.executable, "-m", "build", "--wheel", "--outdir", str(out / "vllm"), str(src)],
             env={"VLLM_USE_PRECOMPILED": "1", "VLLM_PRECOMPILED_WHEEL_LOCATION": str(up)},
         )
@@ -82,7 +92,9 @@ def _vllm_own_build(root: Path, pin: lock.Lock, plat: str, out: Path) -> Case:
         shutil.rmtree(src, ignore_errors=True)
 
 
-def run(root: Path, *, with_native: bool = True, rebase_target: str | None = "0.18.1") -> list[Case]:
+def run(
+    root: Path, *, with_native: bool = True, rebase_target: str | None = "0.18.1"
+) -> list[Case]:
     """All cases; the native build is the baseline for the ratios."""
     pin = lock.load(root)
     plats = sorted(pin.wheels)
@@ -92,23 +104,64 @@ def run(root: Path, *, with_native: bool = True, rebase_target: str | None = "0.
         nc = ["--no-contract"]
         for plat in plats:
             shutil.rmtree(root / build.WORK_DIR, ignore_errors=True)
-            cases.append(measure(f"build_wheel cold {plat}", ["build", "--platform", plat, *nc, "--out", str(out / "c")], root))
-            cases.append(measure(f"build_wheel warm {plat}", ["build", "--platform", plat, *nc, "--out", str(out / "w")], root))
-        cases.append(measure("build_wheel warm all platforms", ["build", "--platform", "all", *nc, "--out", str(out / "a")], root))
+            cases.append(
+                measure(
+                    f"build_wheel cold {plat}",
+                    ["build", "--platform", plat, *nc, "--out", str(out / "c")],
+                    root,
+                )
+            )
+            cases.append(
+                measure(
+                    f"build_wheel warm {plat}",
+                    ["build", "--platform", plat, *nc, "--out", str(out / "w")],
+                    root,
+                )
+            )
+        cases.append(
+            measure(
+                "build_wheel warm all platforms",
+                ["build", "--platform", "all", *nc, "--out", str(out / "a")],
+                root,
+            )
+        )
         cases.append(_whole_command_warm(root))
         if with_native:
             host = build.host_platform()
             cases.append(_vllm_own_build(root, pin, host, out))
-            cases.append(measure(f"build_wheel --backend setuptools {host}",
-                                 ["build", "--platform", host, "--backend", "setuptools", *nc, "--out", str(out / "n")], root))
+            cases.append(
+                measure(
+                    f"build_wheel --backend setuptools {host}",
+                    [
+                        "build",
+                        "--platform",
+                        host,
+                        "--backend",
+                        "setuptools",
+                        *nc,
+                        "--out",
+                        str(out / "n"),
+                    ],
+                    root,
+                )
+            )
         if rebase_target:
-            cases.append(measure(f"rebase_upstream --check {rebase_target}", ["rebase", "--check", rebase_target], root))
+            cases.append(
+                measure(
+                    f"rebase_upstream --check {rebase_target}",
+                    ["rebase", "--check", rebase_target],
+                    root,
+                )
+            )
     finally:
         shutil.rmtree(out, ignore_errors=True)
     base = next((c for c in cases if c.name.startswith(BASELINE) and c.ok), None)
     for c in cases:
         c.ratio = round(c.seconds / base.seconds, 3) if base else None
-    write_atomic(root / "build" / "bench.json", (json.dumps([asdict(c) for c in cases], indent=2) + "\n").encode())
+    write_atomic(
+        root / "build" / "bench.json",
+        (json.dumps([asdict(c) for c in cases], indent=2) + "\n").encode(),
+    )
     return cases
 
 
@@ -118,5 +171,8 @@ def render(cases: list[Case]) -> str:
     lines = [f"{'case':<{w}}  {'wall s':>8}  {'peak RSS MiB':>12}  {'/ vLLM build':>12}  ok"]
     for c in cases:
         ratio = f"{c.ratio:.3f}" if c.ratio is not None else "-"
-        lines.append(f"{c.name:<{w}}  {c.seconds:>8.2f}  {c.peak_rss_mib:>12.1f}  {ratio:>12}  {'yes' if c.ok else 'NO'}")
+        lines.append(
+            f"{c.name:<{w}}  {c.seconds:>8.2f}  {c.peak_rss_mib:>12.1f}  {ratio:>12}  "
+            f"{'yes' if c.ok else 'NO'}"
+        )
     return "\n".join(lines)

@@ -121,7 +121,11 @@ def _overlay(prep: Prepared, upstream_wheel: Path) -> dict[str, bytes | None]:
     """Wheel member -> patched content (None: deleted), for shipped paths."""
     with zipfile.ZipFile(upstream_wheel) as z:
         members = set(z.namelist())
-        packages = {n.split("/", 1)[0] for n in members if "/" in n and not n.split("/", 1)[0].endswith(".dist-info")}
+        packages = {
+            n.split("/", 1)[0]
+            for n in members
+            if "/" in n and not n.split("/", 1)[0].endswith(".dist-info")
+        }
         overlay: dict[str, bytes | None] = {}
         for path, status in sorted(prep.changed.items()):
             if path not in members and path.split("/", 1)[0] not in packages:
@@ -166,7 +170,12 @@ def manifest(prep: Prepared, platform: str, label: str) -> dict[str, object]:
         },
         "series_sha256": series.series_id(prep.patches),
         "patches": [
-            {"name": p.name, "sha256": p.sha256, "subject": p.subject, "upstream_status": p.upstream_status}
+            {
+                "name": p.name,
+                "sha256": p.sha256,
+                "subject": p.subject,
+                "upstream_status": p.upstream_status,
+            }
             for p in prep.patches
         ],
         "changed_files": sorted(prep.changed),
@@ -263,12 +272,18 @@ def build_wheels(
     staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out_dir))
     try:
         with ThreadPoolExecutor(max_workers=len(plats)) as pool:
-            results = list(pool.map(lambda p: _build_one(prep, p, staging, backend, precompiled), plats))
+            results = list(
+                pool.map(lambda p: _build_one(prep, p, staging, backend, precompiled), plats)
+            )
         final = []
         for r in results:
             dest = out_dir / r.wheel.path.name
             r.wheel.path.replace(dest)
-            final.append(Result(wheel.BuiltWheel(dest, r.wheel.sha256, r.wheel.version), r.report, r.platform))
+            final.append(
+                Result(
+                    wheel.BuiltWheel(dest, r.wheel.sha256, r.wheel.version), r.report, r.platform
+                )
+            )
         drop_other_builds(out_dir, final[0].wheel.path.name)
         _write_stamp(out_dir, _inputs_key(prep.root, prep.patches, plats, backend, source), final)
         return final
@@ -276,12 +291,25 @@ def build_wheels(
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _inputs_key(root: Path, patches: list[series.Patch], plats: list[str], backend: str, source: str) -> str:
+def _inputs_key(
+    root: Path, patches: list[series.Patch], plats: list[str], backend: str, source: str
+) -> str:
     """Everything a build's bytes depend on: the lock, the series, the
     platforms, backend and upstream source, and the builder's own code."""
-    code = b"".join(Path(m.__file__).read_bytes() for m in (wheel, audit_module, native, queue, tree))
-    data = json.dumps([(root / lock.LOCK_FILE).read_text(), series.series_id(patches), plats, backend, source,
-                       wheel.BUILD_TAG, Path(__file__).read_text()])
+    code = b"".join(
+        Path(m.__file__).read_bytes() for m in (wheel, audit_module, native, queue, tree)
+    )
+    data = json.dumps(
+        [
+            (root / lock.LOCK_FILE).read_text(),
+            series.series_id(patches),
+            plats,
+            backend,
+            source,
+            wheel.BUILD_TAG,
+            Path(__file__).read_text(),
+        ]
+    )
     return hashlib.sha256(code + data.encode()).hexdigest()
 
 
@@ -289,16 +317,28 @@ def _write_stamp(out_dir: Path, key: str, results: list[Result]) -> None:
     wheels = []
     for r in results:
         st = r.wheel.path.stat()
-        wheels.append({
-            "platform": r.platform, "name": r.wheel.path.name, "sha256": r.wheel.sha256,
-            "version": r.wheel.version, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-            "differing": list(r.report.differing), "members": r.report.members,
-        })
-    write_atomic(out_dir / STAMP, (json.dumps({"key": key, "wheels": wheels}, indent=1) + "\n").encode())
+        wheels.append(
+            {
+                "platform": r.platform,
+                "name": r.wheel.path.name,
+                "sha256": r.wheel.sha256,
+                "version": r.wheel.version,
+                "size": st.st_size,
+                "mtime_ns": st.st_mtime_ns,
+                "differing": list(r.report.differing),
+                "members": r.report.members,
+            }
+        )
+    write_atomic(
+        out_dir / STAMP, (json.dumps({"key": key, "wheels": wheels}, indent=1) + "\n").encode()
+    )
 
 
 def reuse(
-    root: Path, platform: str = "all", out_dir: Path | None = None, backend: str = "overlay",
+    root: Path,
+    platform: str = "all",
+    out_dir: Path | None = None,
+    backend: str = "overlay",
     source: str = "sdist",
 ) -> list[Result] | None:
     """The wheels the last build with these same inputs left in ``out_dir``
@@ -315,7 +355,9 @@ def reuse(
         stamp = json.loads((out_dir / STAMP).read_text())
     except (OSError, ValueError):
         return None
-    if stamp.get("key") != _inputs_key(root, patches, platforms_for(pin, platform), backend, source):
+    if stamp.get("key") != _inputs_key(
+        root, patches, platforms_for(pin, platform), backend, source
+    ):
         return None
     results = []
     for w in stamp["wheels"]:
@@ -327,7 +369,9 @@ def reuse(
         if (st.st_size, st.st_mtime_ns) != (w["size"], w["mtime_ns"]):
             return None
         report = AuditReport(path, tuple(w["differing"]), w["members"])
-        results.append(Result(wheel.BuiltWheel(path, w["sha256"], w["version"]), report, w["platform"]))
+        results.append(
+            Result(wheel.BuiltWheel(path, w["sha256"], w["version"]), report, w["platform"])
+        )
     return results
 
 

@@ -52,15 +52,19 @@ def cmd_build(ns: argparse.Namespace) -> int:
     for r in results:
         print(f"{verb}: {r.wheel.path}")
         print(f"  sha256 {r.wheel.sha256}")
-        print(f"  audit ok: {r.report.members} members; differ from upstream: "
-              f"{', '.join(r.report.differing)} + dist-info")
+        print(
+            f"  audit ok: {r.report.members} members; differ from upstream: "
+            f"{', '.join(r.report.differing)} + dist-info"
+        )
     print(f"done in {time.monotonic() - t0:.1f} s")
     mine = [r for r in results if r.platform == build.host_platform()]
     if ns.no_contract or not mine:
         print("contract check skipped" + ("" if mine else " (no wheel for this host's platform)"))
         return 0
     pin = lock.load(root)
-    table = contract_check.for_wheel(mine[0].wheel.path, lambda: build.common_txt(pin), mine[0].wheel.sha256)
+    table = contract_check.for_wheel(
+        mine[0].wheel.path, lambda: build.common_txt(pin), mine[0].wheel.sha256
+    )
     return _report_contract(table, "the patched wheel")
 
 
@@ -89,7 +93,10 @@ def cmd_contract(ns: argparse.Namespace) -> int:
 def cmd_apply(ns: argparse.Namespace) -> int:
     """``vpq apply``: the series applied in build/work, to add or edit patches."""
     prep = build.prepare(_root(ns), ns.upstream_source)
-    print(f"{prep.repo}: branch {queue.PATCHED_BRANCH} = {prep.upstream_ref} + {len(prep.patches)} patches")
+    print(
+        f"{prep.repo}: branch {queue.PATCHED_BRANCH} = {prep.upstream_ref} + "
+        f"{len(prep.patches)} patches"
+    )
     print("Commit changes there, then run `nox -s export` to write patches/ and series.")
     return 0
 
@@ -147,9 +154,11 @@ def cmd_rebase(ns: argparse.Namespace) -> int:
         print(stopped.report.render())
         raise
     print(report.render())
-    print(f"upstream.lock now pins vllm {report.new}; series has "
-          f"{sum(o.status in ('clean', 'rebased') for o in report.outcomes)} patches "
-          f"({report.seconds:.1f} s)")
+    print(
+        f"upstream.lock now pins vllm {report.new}; series has "
+        f"{sum(o.status in ('clean', 'rebased') for o in report.outcomes)} patches "
+        f"({report.seconds:.1f} s)"
+    )
     if ns.no_build:
         return 0
     results = build.build_wheels(root, source=ns.upstream_source)
@@ -191,48 +200,83 @@ def cmd_preflight(ns: argparse.Namespace) -> int:
 
     if not (ns.model and ns.drafter):
         raise UsageError("preflight needs --model TARGET_DIR and --drafter HEAD_DIR")
-    return verify_install.run_preflight(ns.model, ns.drafter, as_json=ns.json, strict=ns.strict,
-                                        use_vllm=not ns.no_vllm)
+    return verify_install.run_preflight(
+        ns.model, ns.drafter, as_json=ns.json, strict=ns.strict, use_vllm=not ns.no_vllm
+    )
 
 
 def parser() -> argparse.ArgumentParser:
     """The argument parser for every command."""
-    ap = argparse.ArgumentParser(prog="vpq", description=__doc__.splitlines()[0] if __doc__ else None)
+    ap = argparse.ArgumentParser(
+        prog="vpq", description=__doc__.splitlines()[0] if __doc__ else None
+    )
     ap.add_argument("--root", default=".", help="repository root (default: .)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     locking = argparse.ArgumentParser(add_help=False)
     locking.add_argument(
-        "--no-wait", action="store_true",
+        "--no-wait",
+        action="store_true",
         help="fail at once if another command holds this checkout's lock (default: wait)",
     )
-    b = sub.add_parser("build", parents=[locking], help="apply the series and build audited wheels into dist/")
+    b = sub.add_parser(
+        "build", parents=[locking], help="apply the series and build audited wheels into dist/"
+    )
     b.add_argument("--platform", default="all", help="x86_64, aarch64 or all (default)")
     b.add_argument("--upstream-source", choices=["sdist", "git"], default="sdist")
     b.add_argument("--out", help="output directory (default: dist/)")
-    b.add_argument("--backend", choices=build.BACKENDS, default="overlay",
-                   help="overlay (default, fast) or setuptools (vLLM's own build; use it when the "
-                        "series touches compiled code)")
-    b.add_argument("--no-precompiled", action="store_true",
-                   help="with --backend setuptools: full compile of csrc/ (CUDA build host only)")
-    b.add_argument("--force", action="store_true",
-                   help="build even if dist/ holds the wheels of these same inputs")
-    b.add_argument("--no-contract", action="store_true",
-                   help="skip the EAGLE-3 contract check after the build (it needs a CPU venv)")
+    b.add_argument(
+        "--backend",
+        choices=build.BACKENDS,
+        default="overlay",
+        help="overlay (default, fast) or setuptools (vLLM's own build; use it when the "
+        "series touches compiled code)",
+    )
+    b.add_argument(
+        "--no-precompiled",
+        action="store_true",
+        help="with --backend setuptools: full compile of csrc/ (CUDA build host only)",
+    )
+    b.add_argument(
+        "--force",
+        action="store_true",
+        help="build even if dist/ holds the wheels of these same inputs",
+    )
+    b.add_argument(
+        "--no-contract",
+        action="store_true",
+        help="skip the EAGLE-3 contract check after the build (it needs a CPU venv)",
+    )
     b.set_defaults(func=cmd_build)
-    a = sub.add_parser("apply", parents=[locking], help="apply the series in build/work (to add or edit patches)")
+    a = sub.add_parser(
+        "apply", parents=[locking], help="apply the series in build/work (to add or edit patches)"
+    )
     a.add_argument("--upstream-source", choices=["sdist", "git"], default="sdist")
     a.set_defaults(func=cmd_apply)
-    e = sub.add_parser("export", parents=[locking], help="write build/work's patch commits back to patches/ and series")
+    e = sub.add_parser(
+        "export",
+        parents=[locking],
+        help="write build/work's patch commits back to patches/ and series",
+    )
     e.add_argument("--check", action="store_true", help="fail if the export changed any file")
     e.set_defaults(func=cmd_export)
     sub.add_parser("lint", help="lint series and patches").set_defaults(func=cmd_lint)
-    r = sub.add_parser("rebase", parents=[locking], help="move the pin to another upstream release (nox -s rebase_upstream)")
+    r = sub.add_parser(
+        "rebase",
+        parents=[locking],
+        help="move the pin to another upstream release (nox -s rebase_upstream)",
+    )
     r.add_argument("version", nargs="?", help="target upstream version, e.g. 0.18.1")
     r.add_argument("--latest", action="store_true", help="the newest release on the index")
-    r.add_argument("--continue", dest="cont", action="store_true", help="go on after resolving a conflict")
+    r.add_argument(
+        "--continue", dest="cont", action="store_true", help="go on after resolving a conflict"
+    )
     r.add_argument("--abort", action="store_true", help="give up a stopped rebase")
-    r.add_argument("--check", nargs="*", metavar="VERSION",
-                   help="only print the table for these releases (default: all newer than the pin)")
+    r.add_argument(
+        "--check",
+        nargs="*",
+        metavar="VERSION",
+        help="only print the table for these releases (default: all newer than the pin)",
+    )
     r.add_argument("--upstream-source", choices=["sdist", "git"], default="sdist")
     r.add_argument("--no-build", action="store_true", help="do not build wheels for the new pin")
     r.set_defaults(func=cmd_rebase)
@@ -240,19 +284,34 @@ def parser() -> argparse.ArgumentParser:
     bn.add_argument("--no-native", action="store_true", help="skip vLLM's own build (no ratios)")
     bn.add_argument("--rebase-target", default="0.18.1", help="release for the rebase --check step")
     bn.set_defaults(func=cmd_bench)
-    k = sub.add_parser("contract", parents=[locking], help="discover the EAGLE-3 contract and check it on the claimed architectures")
-    k.add_argument("--upstream", action="store_true", help="check unpatched upstream instead (shows the gaps the series fixes)")
+    k = sub.add_parser(
+        "contract",
+        parents=[locking],
+        help="discover the EAGLE-3 contract and check it on the claimed architectures",
+    )
+    k.add_argument(
+        "--upstream",
+        action="store_true",
+        help="check unpatched upstream instead (shows the gaps the series fixes)",
+    )
     k.set_defaults(func=cmd_contract)
     f = sub.add_parser("fetch", help="download the pinned files into the cache")
     f.add_argument("--platform", default="all")
     f.set_defaults(func=cmd_fetch)
-    x = sub.add_parser("fixture", help="write the tiny Kimi-K2.5 target and EAGLE-3 drafters (Llama, MLA, EAGLE 3.1; no weights) into DEST")
+    x = sub.add_parser(
+        "fixture",
+        help="write the tiny Kimi-K2.5 target and EAGLE-3 drafters (Llama, MLA, EAGLE 3.1; "
+        "no weights) into DEST",
+    )
     x.add_argument("dest")
     x.set_defaults(func=cmd_fixture)
     import verify_install
 
-    p = sub.add_parser("preflight", help="check a target + EAGLE-3 drafter pair offline "
-                       "(the rules of scripts/verify_install.py)")
+    p = sub.add_parser(
+        "preflight",
+        help="check a target + EAGLE-3 drafter pair offline "
+        "(the rules of scripts/verify_install.py)",
+    )
     verify_install.add_preflight_arguments(p)
     p.set_defaults(func=cmd_preflight)
     return ap

@@ -78,7 +78,9 @@ class Item:
     """One thing vLLM uses on the target model."""
 
     kind: str  # "interface" | "method" | "config_attr" | "gate"
-    name: str  # e.g. "supports_eagle3", "set_aux_hidden_state_layers", "vision_config.image_token_id"
+    name: (
+        str  # e.g. "supports_eagle3", "set_aux_hidden_state_layers", "vision_config.image_token_id"
+    )
     where: str  # "vllm/...py:LINE"
     guards: list[dict[str, object]] = field(default_factory=list)
     values: list[str] = field(default_factory=list)  # a gate's allowlist
@@ -101,7 +103,13 @@ class Item:
 
 def _mentions(node: ast.AST) -> bool:
     for sub in ast.walk(node):
-        text = sub.id if isinstance(sub, ast.Name) else sub.attr if isinstance(sub, ast.Attribute) else ""
+        text = (
+            sub.id
+            if isinstance(sub, ast.Name)
+            else sub.attr
+            if isinstance(sub, ast.Attribute)
+            else ""
+        )
         if any(m in text.lower() for m in _MARKERS):
             return True
     return False
@@ -112,7 +120,11 @@ def _is_self_model(node: ast.AST) -> bool:
     if isinstance(node, ast.Attribute) and node.attr == "model":
         return isinstance(node.value, ast.Name) and node.value.id == "self"
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-        return node.func.attr == "get_model" and isinstance(node.func.value, ast.Name) and node.func.value.id == "self"
+        return (
+            node.func.attr == "get_model"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "self"
+        )
     return False
 
 
@@ -134,15 +146,22 @@ def _eagle3_check(test: ast.expr, names: set[str]) -> ast.Call | None:
         return None
     for sub in ast.walk(test):
         if (
-            isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id.startswith("supports_")
-            and sub.args and _model_ref(sub.args[0], names)
+            isinstance(sub, ast.Call)
+            and isinstance(sub.func, ast.Name)
+            and sub.func.id.startswith("supports_")
+            and sub.args
+            and _model_ref(sub.args[0], names)
         ):
             return sub
     return None
 
 
 def _child_blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
-    blocks = [getattr(stmt, f) for f in ("body", "orelse", "finalbody") if isinstance(getattr(stmt, f, None), list)]
+    blocks = [
+        getattr(stmt, f)
+        for f in ("body", "orelse", "finalbody")
+        if isinstance(getattr(stmt, f, None), list)
+    ]
     return blocks + [h.body for h in getattr(stmt, "handlers", [])]
 
 
@@ -165,13 +184,19 @@ class _RunnerDiscovery:
             if isinstance(fn, ast.FunctionDef):
                 self.function(fn, path, set(), imports)
 
-    def function(self, fn: ast.FunctionDef, path: str, names: set[str], imports: dict[str, str]) -> None:
+    def function(
+        self, fn: ast.FunctionDef, path: str, names: set[str], imports: dict[str, str]
+    ) -> None:
         """Scan one function with ``names`` bound to the model."""
         self.followed.append(f"{path}:{fn.name}")
         names = names | _aliases(fn, names)
         self.block(fn.body, path, names, imports)
         for call in ast.walk(fn):
-            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in imports:
+            if (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Name)
+                and call.func.id in imports
+            ):
                 index = next((k for k, a in enumerate(call.args) if _model_ref(a, names)), None)
                 if index is not None:
                     self.helper(imports[call.func.id], call.func.id, index)
@@ -189,7 +214,9 @@ class _RunnerDiscovery:
             if isinstance(fn, ast.FunctionDef) and fn.name == name and index < len(fn.args.args):
                 self.function(fn, path, {fn.args.args[index].arg}, _imported_functions(tree))
 
-    def block(self, stmts: list[ast.stmt], path: str, names: set[str], imports: dict[str, str]) -> None:
+    def block(
+        self, stmts: list[ast.stmt], path: str, names: set[str], imports: dict[str, str]
+    ) -> None:
         """Find EAGLE-3 checks in a statement list and the calls they guard."""
         for k, stmt in enumerate(stmts):
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -234,14 +261,18 @@ def _model_calls(stmts: list[ast.stmt], path: str, names: set[str]) -> list[Item
         sub
         for stmt in stmts
         for sub in ast.walk(stmt)
-        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute)
-        and _model_ref(sub.func.value, names) and sub.func.attr != "get_model"
+        if isinstance(sub, ast.Call)
+        and isinstance(sub.func, ast.Attribute)
+        and _model_ref(sub.func.value, names)
+        and sub.func.attr != "get_model"
     ]
     calls.sort(key=lambda c: (c.lineno, c.col_offset))
     return [Item("method", c.func.attr, f"{path}:{c.lineno}") for c in calls]  # type: ignore[attr-defined]
 
 
-def discover_runner(source: str, path: str = RUNNER, read: Callable[[str], str] | None = None) -> list[Item]:
+def discover_runner(
+    source: str, path: str = RUNNER, read: Callable[[str], str] | None = None
+) -> list[Item]:
     """Interface checks and model calls on a runner's EAGLE-3 code paths,
     following helpers in other modules (read with ``read``) that receive
     the model.
@@ -256,13 +287,14 @@ def discover_runner(source: str, path: str = RUNNER, read: Callable[[str], str] 
     if not any(i.kind == "interface" for i in d.items):
         tree = ast.parse(source)
         lost = [
-            f"{fn.name} ({path}:{fn.lineno})" for fn in ast.walk(tree)
+            f"{fn.name} ({path}:{fn.lineno})"
+            for fn in ast.walk(tree)
             if isinstance(fn, ast.FunctionDef) and _mentions(fn)
         ]
         helpers = sorted({f for f in d.followed if not f.startswith(path + ":")})
         raise ContractError(
             f"{path}: found no supports_*() check on an EAGLE-3 code path. Discovery lost the "
-            f"path in {', '.join(lost) or 'every function (none mentions eagle3 or aux_hidden_state)'}"
+            f"path in {', '.join(lost) or 'every function (none mentions the EAGLE-3 markers)'}"
             + (f"; helpers followed: {', '.join(helpers)}" if helpers else "")
             + ". The runner changed shape there and the contract discovery needs a look."
         )
@@ -297,10 +329,18 @@ def _predicate(test: ast.expr, target: str) -> dict[str, object]:
             and _refers_to_target(left.args[0], target)
         )
         if is_name_of_target:
-            if isinstance(op, ast.Eq) and isinstance(right, ast.Constant) and isinstance(right.value, str):
+            if (
+                isinstance(op, ast.Eq)
+                and isinstance(right, ast.Constant)
+                and isinstance(right.value, str)
+            ):
                 return {"kind": "arch_in", "names": [right.value]}
             if isinstance(op, ast.In) and isinstance(right, ast.List | ast.Tuple | ast.Set):
-                names = [e.value for e in right.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+                names = [
+                    e.value
+                    for e in right.elts
+                    if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                ]
                 if len(names) == len(right.elts):
                     return {"kind": "arch_in", "names": names}
     return {"kind": "unknown", "text": ast.unparse(test)}
@@ -323,7 +363,9 @@ class _ProposerVisitor(ast.NodeVisitor):
             self.guards.pop()
 
     def _add(self, kind: str, name: str, node: ast.AST) -> None:
-        self.items.append(Item(kind, name, f"{self.path}:{getattr(node, 'lineno', 0)}", list(self.guards)))
+        self.items.append(
+            Item(kind, name, f"{self.path}:{getattr(node, 'lineno', 0)}", list(self.guards))
+        )
 
     def visit_Attribute(self, node: ast.Attribute) -> None:  # noqa: N802
         """Record a ``<target>.config.<attr>`` read under the current guards."""
@@ -389,10 +431,15 @@ def discover_gate(source: str, path: str = SPECULATIVE) -> list[Item]:
                 and node.targets[0].id in gated
                 and isinstance(node.value, ast.List)
                 and node.value.elts
-                and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.value.elts)
+                and all(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str)
+                    for e in node.value.elts
+                )
             ):
                 values = [e.value for e in node.value.elts]  # type: ignore[attr-defined]
-                items.append(Item("gate", node.targets[0].id, f"{path}:{node.lineno}", values=values))
+                items.append(
+                    Item("gate", node.targets[0].id, f"{path}:{node.lineno}", values=values)
+                )
     return items
 
 
@@ -466,7 +513,12 @@ class Table:
     @property
     def gaps(self) -> list[tuple[str, str, str]]:
         """(item, architecture, verdict) for every ``missing`` or ``stub`` cell."""
-        return [(item, arch, v) for item, row in self.rows.items() for arch, v in row.items() if v in ("missing", "stub")]
+        return [
+            (item, arch, v)
+            for item, row in self.rows.items()
+            for arch, v in row.items()
+            if v in ("missing", "stub")
+        ]
 
     def gap_message(self, what: str) -> str | None:
         """One sentence naming every gap, e.g. ``the EAGLE-3 contract does not
@@ -494,11 +546,17 @@ class Table:
     def render(self) -> str:
         """The table as printed: items down, architectures across, then the source line."""
         archs = list(CLAIMED)
-        short = {a: a.replace("ForConditionalGeneration", "").replace("ForCausalLM", "") for a in archs}
+        short = {
+            a: a.replace("ForConditionalGeneration", "").replace("ForCausalLM", "") for a in archs
+        }
         w = max(len(k) for k in self.rows) if self.rows else 10
         lines = [f"{'item':<{w}}  " + "  ".join(f"{short[a]:<10}" for a in archs) + "  source"]
         for item, row in self.rows.items():
-            lines.append(f"{item:<{w}}  " + "  ".join(f"{row[a]:<10}" for a in archs) + f"  {self.where[item]}")
+            lines.append(
+                f"{item:<{w}}  "
+                + "  ".join(f"{row[a]:<10}" for a in archs)
+                + f"  {self.where[item]}"
+            )
         return "\n".join(lines)
 
 
@@ -519,7 +577,9 @@ def check(
     Raises:
         ContractError: the probe failed to run.
     """
-    archs = {a: {"model_type": mt, "text_model_type": TEXT_MODEL_TYPES[a]} for a, mt in CLAIMED.items()}
+    archs = {
+        a: {"model_type": mt, "text_model_type": TEXT_MODEL_TYPES[a]} for a, mt in CLAIMED.items()
+    }
     payload = json.dumps(
         {
             "items": [asdict(i) for i in items],
@@ -531,8 +591,12 @@ def check(
     # scripts/vpq (queue, venv, wheel, ...) cannot shadow the stdlib or pip's.
     try:
         proc = subprocess.run(
-            [str(python), "-I", "-c", PROBE.read_text()], input=payload, capture_output=True,
-            text=True, timeout=PROBE_TIMEOUT_S, env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"},
+            [str(python), "-I", "-c", PROBE.read_text()],
+            input=payload,
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"},
         )
     except subprocess.TimeoutExpired:
         raise ContractError(

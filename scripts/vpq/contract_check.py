@@ -65,7 +65,11 @@ def for_wheel(
     with zipfile.ZipFile(wheel_path) as z:
         items = contract.discover(lambda path: z.read(path).decode())
         modules = contract.model_modules(z.read(contract.REGISTRY).decode())
-    cached = fetch.cache_dir() / "contract" / f"{_cache_key(wheel_sha256 or sha256_file(wheel_path), items)}.json"
+    cached = (
+        fetch.cache_dir()
+        / "contract"
+        / f"{_cache_key(wheel_sha256 or sha256_file(wheel_path), items)}.json"
+    )
     if cached.is_file():
         return contract.Table.from_json(json.loads(cached.read_text()))
     python = venv.cached_wheel_env(venv.deps_env(common_txt()), wheel_path)

@@ -184,9 +184,10 @@ def fetch(project: str, filename: str, sha256: str) -> Path:
         tmp = Path(tmp_name)
         h = hashlib.sha256()
         try:
-            with os.fdopen(fd, "wb") as fh, urllib.request.urlopen(
-                entry.url, timeout=_TIMEOUT_S
-            ) as resp:
+            with (
+                os.fdopen(fd, "wb") as fh,
+                urllib.request.urlopen(entry.url, timeout=_TIMEOUT_S) as resp,
+            ):
                 while chunk := resp.read(CHUNK):
                     h.update(chunk)
                     fh.write(chunk)

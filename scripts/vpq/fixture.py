@@ -205,7 +205,9 @@ def build_tokenizer():  # type: ignore[no-untyped-def]
     tok.decoder = decoders.ByteLevel()
     every_special = {PAD_ID: "[PAD]", BOS_ID: "[BOS]", EOS_ID: "[EOS]", **specials}
     for i in sorted(every_special):
-        added = tok.add_special_tokens([AddedToken(every_special[i], special=True, normalized=False)])
+        added = tok.add_special_tokens(
+            [AddedToken(every_special[i], special=True, normalized=False)]
+        )
         if i >= len(vocab) and (added != 1 or tok.token_to_id(every_special[i]) != i):
             raise AssertionError(f"special token {every_special[i]!r} did not get id {i}")
     return tok
@@ -314,7 +316,9 @@ HEAD_SHAPES: dict[str, tuple[str, str, str, bool]] = {
 KIMI_ROPE_THETA = 50000.0
 
 
-def write_eagle3_head(dest: Path, shape: str, aux_layer_ids: tuple[int, ...] = AUX_LAYER_IDS) -> Path:
+def write_eagle3_head(
+    dest: Path, shape: str, aux_layer_ids: tuple[int, ...] = AUX_LAYER_IDS
+) -> Path:
     """Write ``dest/config.json`` for a one-layer head of ``shape`` (a key of
     ``HEAD_SHAPES``), sized for the tiny target (hidden 256, vocabulary 1024).
 
@@ -347,17 +351,30 @@ def write_eagle3_head(dest: Path, shape: str, aux_layer_ids: tuple[int, ...] = A
     }
     if model_type != "llama":
         text = tiny_text_config()
-        for key in ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+        for key in (
+            "kv_lora_rank",
+            "q_lora_rank",
+            "qk_rope_head_dim",
+            "qk_nope_head_dim",
+            "v_head_dim",
+        ):
             cfg[key] = text[key]
-        cfg.update(num_attention_heads=16, num_key_value_heads=16, rope_theta=KIMI_ROPE_THETA,
-                   n_routed_experts=None, first_k_dense_replace=1)
+        cfg.update(
+            num_attention_heads=16,
+            num_key_value_heads=16,
+            rope_theta=KIMI_ROPE_THETA,
+            n_routed_experts=None,
+            first_k_dense_replace=1,
+        )
     if ids_at == "top":
         cfg["eagle_aux_hidden_state_layer_ids"] = list(aux_layer_ids)
     elif ids_at == "empty":
         cfg["eagle_aux_hidden_state_layer_ids"] = []
     elif ids_at == "nested":
-        cfg["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": list(aux_layer_ids),
-                               "use_aux_hidden_state": True}
+        cfg["eagle_config"] = {
+            "eagle_aux_hidden_state_layer_ids": list(aux_layer_ids),
+            "use_aux_hidden_state": True,
+        }
     if eagle31:
         cfg.update(fc_norm=True, norm_output=True)
     _write_json(dest / "config.json", cfg)

@@ -78,15 +78,12 @@ def git(
     }
     if env:
         full_env.update(env)
-    proc = subprocess.run(
-        cmd, cwd=cwd, env=full_env, capture_output=True, input=input
-    )
+    proc = subprocess.run(cmd, cwd=cwd, env=full_env, capture_output=True, input=input)
     if check and proc.returncode != 0:
         err = proc.stderr.decode(errors="replace").strip()
         out = proc.stdout.decode(errors="replace").strip()
         raise GitError(
-            f"git {' '.join(args[:3])} failed in {cwd} (exit {proc.returncode}): "
-            f"{err or out}"
+            f"git {' '.join(args[:3])} failed in {cwd} (exit {proc.returncode}): {err or out}"
         )
     return proc
 
@@ -106,7 +103,5 @@ def ensure_repo(path: Path) -> None:
 def ref_exists(repo: Path, ref: str) -> bool:
     """Whether ``ref`` resolves to a commit in ``repo``."""
     return (
-        git(["rev-parse", "-q", "--verify", f"{ref}^{{commit}}"], repo, check=False)
-        .returncode
-        == 0
+        git(["rev-parse", "-q", "--verify", f"{ref}^{{commit}}"], repo, check=False).returncode == 0
     )

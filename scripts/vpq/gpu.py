@@ -116,11 +116,15 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--model", help="target checkpoint directory (default: the tiny fixture)")
     ap.add_argument("--drafter", help="EAGLE-3 head directory (with --model)")
     ap.add_argument("--tensor-parallel-size", type=int, help="for --model (default 1)")
-    ap.add_argument("--no-upstream", action="store_true", help="skip the unpatched-upstream test's venv")
+    ap.add_argument(
+        "--no-upstream", action="store_true", help="skip the unpatched-upstream test's venv"
+    )
     return ap
 
 
-def pytest_command(python: Path, ns: argparse.Namespace, upstream: Path | None, extra: list[str]) -> list[str]:
+def pytest_command(
+    python: Path, ns: argparse.Namespace, upstream: Path | None, extra: list[str]
+) -> list[str]:
     """The pytest command line that runs tests/gpu in ``python``'s venv."""
     cmd = [str(python), "-m", "pytest", "tests/gpu", "-p", "no:cacheprovider"]
     for opt in ("model", "drafter"):

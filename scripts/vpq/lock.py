@@ -83,10 +83,7 @@ class Lock:
 def _req(table: dict[str, object], key: str, where: str, path: Path) -> str:
     value = table.get(key)
     if not isinstance(value, str) or not value:
-        raise LockError(
-            f"{path}: [{where}] needs a non-empty string {key!r} "
-            f"(found {value!r})"
-        )
+        raise LockError(f"{path}: [{where}] needs a non-empty string {key!r} (found {value!r})")
     return value
 
 
@@ -101,9 +98,7 @@ def _artifact(table: dict[str, object], where: str, path: Path) -> Artifact:
     filename = _req(table, "filename", where, path)
     sha = _req(table, "sha256", where, path)
     if not _SHA256.match(sha):
-        raise LockError(
-            f"{path}: [{where}] sha256 must be 64 lowercase hex digits, got {sha!r}"
-        )
+        raise LockError(f"{path}: [{where}] sha256 must be 64 lowercase hex digits, got {sha!r}")
     return Artifact(filename=filename, sha256=sha)
 
 
@@ -129,8 +124,7 @@ def parse(text: str, path: Path) -> Lock:
     commit = _req(up, "commit", "upstream", path)
     if not _COMMIT.match(commit):
         raise LockError(
-            f"{path}: [upstream] commit must be 7-40 lowercase hex digits, "
-            f"got {commit!r}"
+            f"{path}: [upstream] commit must be 7-40 lowercase hex digits, got {commit!r}"
         )
     wheels_t = _table(data, "wheels", path)
     wheels = {}
@@ -186,9 +180,7 @@ def dumps(lock: Lock) -> str:
             for plat, a in sorted(lock.wheels.items())
         },
     }
-    header = (
-        "# The upstream pin. Written by `nox -s rebase_upstream`; see README.\n"
-    )
+    header = "# The upstream pin. Written by `nox -s rebase_upstream`; see README.\n"
     return header + tomli_w.dumps(data)
 
 

@@ -9,7 +9,8 @@ version goes through setuptools-scm (``VLLM_VERSION_OVERRIDE``, which vLLM's
 ``<upstream>+<label>``. The wheel it makes is tagged for the build
 interpreter (``cp311-cp311-linux_x86_64``); the ``wheel`` tool then adds our
 manifest and upstream's ``_version.py`` with our version (``wheel unpack`` /
-``wheel pack``, which rewrites RECORD) and retags it to upstream's tags (``wheel tags``), so one file installs on
+``wheel pack``, which rewrites RECORD) and retags it to upstream's tags
+(``wheel tags``), so one file installs on
 CPython 3.10-3.13 like the release.
 
 With ``precompiled=False`` (``--no-precompiled``) it is a full compile of
@@ -85,7 +86,11 @@ def build(
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".native-") as tmp:
         raw_dir = Path(tmp) / "raw"
-        _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(raw_dir), str(tree_dir)], tree_dir, env)
+        _run(
+            [sys.executable, "-m", "build", "--wheel", "--outdir", str(raw_dir), str(tree_dir)],
+            tree_dir,
+            env,
+        )
         raw = _one(raw_dir, "*.whl", "python -m build")
         return finish(raw, upstream_wheel, version, manifest, out_dir)
 
@@ -107,7 +112,9 @@ def finish(
         _run([sys.executable, "-m", "wheel", "unpack", "--dest", str(t / "unpacked"), str(raw)], t)
         unpacked = _one(t / "unpacked", "*", "wheel unpack")
         dist_info = _one(unpacked, "*.dist-info", "wheel unpack")
-        (dist_info / wheel.MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        (dist_info / wheel.MANIFEST_NAME).write_text(
+            json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+        )
         # setuptools-scm writes its own _version.py (its template, commit_id
         # None); use the overlay's rewrite of upstream's file instead, so both
         # backends report the same version and the pinned upstream commit.
@@ -116,12 +123,36 @@ def finish(
                 wheel.rewrite_version_py(up.read(VERSION_FILE).decode(), version)
             )
         (t / "packed").mkdir()
-        _run([sys.executable, "-m", "wheel", "pack", "--build-number", wheel.BUILD_TAG,
-              "--dest-dir", str(t / "packed"), str(unpacked)], t)
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "wheel",
+                "pack",
+                "--build-number",
+                wheel.BUILD_TAG,
+                "--dest-dir",
+                str(t / "packed"),
+                str(unpacked),
+            ],
+            t,
+        )
         packed = _one(t / "packed", "*.whl", "wheel pack")
         _run(
-            [sys.executable, "-m", "wheel", "tags", "--remove", "--python-tag", py_tag,
-             "--abi-tag", abi_tag, "--platform-tag", plat_tag, str(packed)],
+            [
+                sys.executable,
+                "-m",
+                "wheel",
+                "tags",
+                "--remove",
+                "--python-tag",
+                py_tag,
+                "--abi-tag",
+                abi_tag,
+                "--platform-tag",
+                plat_tag,
+                str(packed),
+            ],
             t,
         )
         tagged = _one(t / "packed", "*.whl", "wheel tags")

@@ -24,8 +24,12 @@ PYTEST = "pytest>=8"
 
 
 def run(
-    cmd: list[str], error: type[VpqError], *, cwd: Path | None = None,
-    env: dict[str, str] | None = None, stream: bool = False,
+    cmd: list[str],
+    error: type[VpqError],
+    *,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    stream: bool = False,
 ) -> None:
     """Run ``cmd`` (with ``env`` added to this process's environment).
 
@@ -55,4 +59,4 @@ def tagged_json(stdout: str, tag: str) -> object | None:
     ``<tag> ``, or None when there is no such line."""
     prefix = tag + " "
     lines = [ln for ln in stdout.splitlines() if ln.startswith(prefix)]
-    return json.loads(lines[-1][len(prefix):]) if lines else None
+    return json.loads(lines[-1][len(prefix) :]) if lines else None

@@ -59,9 +59,7 @@ def check_exact(repo: Path, patch: Patch) -> None:
         if lines is None:
             if h.old_len == 0 and h.file in patch.new_files:
                 continue
-            raise ApplyError(
-                f"{where}: {h.file} does not exist in the tree. {REBASE_HINT}"
-            )
+            raise ApplyError(f"{where}: {h.file} does not exist in the tree. {REBASE_HINT}")
         start = h.old_start - 1 if h.old_len else h.old_start
         got = lines[start : start + len(h.old_lines)]
         if tuple(got) != h.old_lines:

@@ -148,12 +148,15 @@ def target_lock(old: lock.Lock, version: str) -> tuple[lock.Lock, Path]:
     files = {f.filename: f for f in fetch.list_files(old.name) if not f.yanked}
     sdist_name = f"{old.name}-{version}.tar.gz"
     if sdist_name not in files:
-        raise RebaseError(f"the package index has no {sdist_name}: is {old.name} {version} released?")
+        raise RebaseError(
+            f"the package index has no {sdist_name}: is {old.name} {version} released?"
+        )
     wheels = {}
     for plat, art in old.wheels.items():
         py_abi = wheel.tag_part(art.filename).rsplit("-", 1)[0]  # cp38-abi3
         cands = sorted(
-            n for n in files
+            n
+            for n in files
             if n.startswith(f"{old.name}-{version}-{py_abi}-") and n.endswith(f"_{plat}.whl")
         )
         if not cands:
@@ -187,16 +190,17 @@ def latest_version(project: str) -> str:
 def newer_versions(project: str, than: str) -> list[str]:
     """Final releases newer than ``than``, oldest first."""
     pivot = Version(than)
-    return [str(v) for v in sorted(Version(x) for x in fetch.versions(project)) if v > pivot and not v.is_prerelease]
+    return [
+        str(v)
+        for v in sorted(Version(x) for x in fetch.versions(project))
+        if v > pivot and not v.is_prerelease
+    ]
 
 
 def _missing_files(repo: Path, ref: str, patches: list[series.Patch]) -> list[tuple[str, str]]:
     listed = set(g.out(["ls-tree", "-r", "--name-only", ref], repo).splitlines())
     return [
-        (p.name, f)
-        for p in patches
-        for f in p.files
-        if f not in p.new_files and f not in listed
+        (p.name, f) for p in patches for f in p.files if f not in p.new_files and f not in listed
     ]
 
 
@@ -204,7 +208,12 @@ def _reverse_applies(repo: Path, ref: str, patch_path: Path) -> bool:
     with tempfile.TemporaryDirectory() as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         g.git(["read-tree", ref], repo, env=env)
-        proc = g.git(["apply", "--cached", "--check", "--reverse", str(patch_path)], repo, env=env, check=False)
+        proc = g.git(
+            ["apply", "--cached", "--check", "--reverse", str(patch_path)],
+            repo,
+            env=env,
+            check=False,
+        )
         return proc.returncode == 0
 
 
@@ -212,7 +221,9 @@ def _unmerged(repo: Path) -> list[str]:
     return g.out(["diff", "--name-only", "--diff-filter=U"], repo).split()
 
 
-def _step(repo: Path, state: State, table: contract.Table, commit: str, patch: series.Patch, *, stop: bool) -> Outcome:
+def _step(
+    repo: Path, state: State, table: contract.Table, commit: str, patch: series.Patch, *, stop: bool
+) -> Outcome:
     """Replay one patch commit onto ``HEAD`` and classify it.
 
     Every absorption signal is evaluated for every patch, and all that hold
@@ -225,7 +236,9 @@ def _step(repo: Path, state: State, table: contract.Table, commit: str, patch: s
         exact = True
     except queue.ApplyError:
         exact = False
-    proc = g.git(["cherry-pick", "--keep-redundant-commits", "--allow-empty", commit], repo, check=False)
+    proc = g.git(
+        ["cherry-pick", "--keep-redundant-commits", "--allow-empty", commit], repo, check=False
+    )
     conflicted = _unmerged(repo) if proc.returncode != 0 else []
     if proc.returncode != 0 and not conflicted:
         raise RebaseError(f"{patch.name}: git cherry-pick failed: {proc.stderr.decode().strip()}")
@@ -252,7 +265,11 @@ def _step(repo: Path, state: State, table: contract.Table, commit: str, patch: s
         if not stop:
             g.git(["cherry-pick", "--abort"], repo)
         return Outcome(patch.name, "conflict", "needs a person", conflicted)
-    return Outcome(patch.name, "clean", "applies as is") if exact else Outcome(patch.name, "rebased", "3-way merge")
+    return (
+        Outcome(patch.name, "clean", "applies as is")
+        if exact
+        else Outcome(patch.name, "rebased", "3-way merge")
+    )
 
 
 def _patches_by_name(root: Path) -> dict[str, series.Patch]:
@@ -366,7 +383,11 @@ def resume(root: Path) -> Report:
             g.git(["reset", "-q", "--hard", "HEAD"], repo)
             outcomes[-1] = Outcome(name, "absorbed", "empty after resolution")
         else:
-            g.git(["-c", "core.editor=true", "cherry-pick", "--continue"], repo, env={"GIT_EDITOR": "true"})
+            g.git(
+                ["-c", "core.editor=true", "cherry-pick", "--continue"],
+                repo,
+                env={"GIT_EDITOR": "true"},
+            )
             outcomes[-1] = Outcome(name, "rebased", "resolved by hand")
         state.outcomes = [asdict(o) for o in outcomes]
         state.current = None
@@ -391,7 +412,9 @@ def _finish(root: Path, state: State, outcomes: list[Outcome]) -> Report:
     table = contract_check.for_tree(root / "build", repo, REBASE_BRANCH, state.new_ref)
     gaps = table.gap_message(f"the rebased series on vllm {new.version}")
     if gaps:
-        raise RebaseError(f"{gaps}. Fix it in {repo} (branch {REBASE_BRANCH}) and `{CONTINUE}`, or `{ABORT}`.")
+        raise RebaseError(
+            f"{gaps}. Fix it in {repo} (branch {REBASE_BRANCH}) and `{CONTINUE}`, or `{ABORT}`."
+        )
     old_patches = list(_patches_by_name(root).values())
     entries = queue.export(repo, state.new_ref, old_patches, head=REBASE_BRANCH)
     series.write(root, entries)
@@ -419,8 +442,14 @@ def check(root: Path, versions: list[str], source: str = "sdist") -> list[Report
             state = _begin(root, version, source)
             outcomes = _run(root, state, stop=False)
             reports.append(Report(old_version, version, outcomes, time.monotonic() - t0))
-        except (RebaseError, fetch.FetchError, tree.TreeError, contract.ContractError, venv.VenvError,
-                queue.ApplyError) as exc:
+        except (
+            RebaseError,
+            fetch.FetchError,
+            tree.TreeError,
+            contract.ContractError,
+            venv.VenvError,
+            queue.ApplyError,
+        ) as exc:
             reports.append(Report(old_version, version, [], time.monotonic() - t0, str(exc)))
         finally:
             repo = root / build.WORK_DIR
@@ -457,20 +486,32 @@ def staircase(pin: str, patches: list[series.Patch], reports: list[Report]) -> d
             want = expected_absorbed(p.upstream_status, rep.new)
             status = got.status if got else "error"
             agrees = None if got is None or want is None else (status == "absorbed") == want
-            cells[rep.new] = {"status": status, "signal": got.signal if got else rep.error,
-                              "expected_absorbed": want, "agrees": agrees}
+            cells[rep.new] = {
+                "status": status,
+                "signal": got.signal if got else rep.error,
+                "expected_absorbed": want,
+                "agrees": agrees,
+            }
         rows.append({"patch": p.name, "upstream_status": p.upstream_status, "cells": cells})
-    return {"pin": pin, "releases": [r.new for r in reports],
-            "errors": {r.new: r.error for r in reports if r.error}, "patches": rows}
+    return {
+        "pin": pin,
+        "releases": [r.new for r in reports],
+        "errors": {r.new: r.error for r in reports if r.error},
+        "patches": rows,
+    }
 
 
 def render_staircase(table: dict[str, object]) -> str:
     """The staircase as a Markdown table; ``!`` marks a cell that disagrees
     with the patch's header, and the last line counts the agreeing cells."""
     releases: list[str] = table["releases"]  # type: ignore[assignment]
-    lines = [f"Staircase from vllm {table['pin']}: status per patch and release "
-             "(! = disagrees with the patch's Upstream-Status)", "",
-             "| patch | " + " | ".join(releases) + " |", "|---|" + "---|" * len(releases)]
+    lines = [
+        f"Staircase from vllm {table['pin']}: status per patch and release "
+        "(! = disagrees with the patch's Upstream-Status)",
+        "",
+        "| patch | " + " | ".join(releases) + " |",
+        "|---|" + "---|" * len(releases),
+    ]
     agree = total = 0
     for row in table["patches"]:  # type: ignore[attr-defined]
         cells = []

@@ -101,13 +101,10 @@ def read_series(root: Path) -> list[str]:
         name = line.split()[0]  # quilt allows options such as -p1 after it
         if name in seen:
             raise SeriesError(
-                f"{path}:{lineno}: {name} is listed twice (first on line "
-                f"{seen[name]})"
+                f"{path}:{lineno}: {name} is listed twice (first on line {seen[name]})"
             )
         if not (root / PATCHES_DIR / name).is_file():
-            raise SeriesError(
-                f"{path}:{lineno}: {name} does not exist under {PATCHES_DIR}/"
-            )
+            raise SeriesError(f"{path}:{lineno}: {name} does not exist under {PATCHES_DIR}/")
         seen[name] = lineno
         names.append(name)
     return names
@@ -180,8 +177,14 @@ def _read_hunk(lines: list[bytes], i: int, path: Path, file: str, index: int) ->
                 f"{path}: hunk #{index} of {file} ({header.decode()}) is truncated or malformed"
             )
         i += 1
-    hunk = Hunk(file=file, index=index, old_start=old_start, old_len=old_len,
-                header=header.decode(errors="replace"), old_lines=tuple(old))
+    hunk = Hunk(
+        file=file,
+        index=index,
+        old_start=old_start,
+        old_len=old_len,
+        header=header.decode(errors="replace"),
+        old_lines=tuple(old),
+    )
     return hunk, i
 
 
@@ -237,9 +240,7 @@ def parse_patch(root: Path, name: str) -> Patch:
     data = path.read_bytes()
     head, diff = _diff_sections(data)
     if not diff or not re.search(rb"^@@ ", diff, re.MULTILINE):
-        raise SeriesError(
-            f"{path}: not a patch: it holds no 'diff --git' section with a hunk"
-        )
+        raise SeriesError(f"{path}: not a patch: it holds no 'diff --git' section with a hunk")
     msg = BytesHeaderParser(policy=compat32).parsebytes(head)
     subject = decode_subject(str(msg.get("Subject", "")))
     if not subject:
@@ -248,9 +249,17 @@ def parse_patch(root: Path, name: str) -> Patch:
     body = (payload if isinstance(payload, str) else "").split("\n---\n", 1)[0]
     d = _read_diff(diff, path)
     return Patch(
-        name=name, path=path, data=data, subject=subject, author=str(msg.get("From", "")),
-        date=str(msg.get("Date", "")), body=body, files=tuple(d.files),
-        new_files=tuple(d.new_files), deleted_files=tuple(d.deleted), hunks=tuple(d.hunks),
+        name=name,
+        path=path,
+        data=data,
+        subject=subject,
+        author=str(msg.get("From", "")),
+        date=str(msg.get("Date", "")),
+        body=body,
+        files=tuple(d.files),
+        new_files=tuple(d.new_files),
+        deleted_files=tuple(d.deleted),
+        hunks=tuple(d.hunks),
     )
 
 
@@ -327,7 +336,13 @@ def _patch_problems(patch: Patch) -> list[str]:
 
 
 _TRAILER_LINE = re.compile(r"^[A-Za-z-]+: ")
-_KNOWN_TRAILERS = ("Upstream-Status", "Forwarded", "Applied-Upstream", "Signed-off-by", "Co-authored-by")
+_KNOWN_TRAILERS = (
+    "Upstream-Status",
+    "Forwarded",
+    "Applied-Upstream",
+    "Signed-off-by",
+    "Co-authored-by",
+)
 
 
 def _why_problem(body: str) -> str | None:
@@ -339,7 +354,10 @@ def _why_problem(body: str) -> str | None:
     if len(prose) >= 2:
         return None
     keyed = [ln for ln in lines if _TRAILER_LINE.match(ln) and not ln.startswith(_KNOWN_TRAILERS)]
-    msg = "the body does not say why the patch exists (at least two lines of prose before the trailers"
+    msg = (
+        "the body does not say why the patch exists "
+        "(at least two lines of prose before the trailers"
+    )
     if keyed:
         shown = ", ".join(repr(ln[:40]) for ln in keyed[:3])
         msg += (

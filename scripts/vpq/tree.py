@@ -54,16 +54,15 @@ def _extract_sdist(sdist: Path, dest: Path) -> None:
                     continue
                 m.name = m.name[len(top) :]
             tar.extractall(
-                dest, members=[m for m in members if m.name and m.name + "/" != top],
+                dest,
+                members=[m for m in members if m.name and m.name + "/" != top],
                 filter="data",
             )
     except (tarfile.TarError, OSError) as exc:
         raise TreeError(f"{sdist}: cannot extract: {exc}") from None
 
 
-def import_sdist(
-    repo: Path, sdist: Path, version: str, parent: str | None = None
-) -> str:
+def import_sdist(repo: Path, sdist: Path, version: str, parent: str | None = None) -> str:
     """Import ``sdist`` as the commit tagged ``upstream/<version>``.
 
     Reuses the tag when it already exists. ``parent`` makes the new upstream
@@ -100,9 +99,7 @@ def import_sdist(
     return commit
 
 
-def import_git(
-    repo: Path, url: str, tag: str, version: str, expect_commit: str
-) -> str:
+def import_git(repo: Path, url: str, tag: str, version: str, expect_commit: str) -> str:
     """Fetch ``tag`` from ``url`` and tag its commit ``upstream/<version>``.
 
     Raises:

@@ -68,14 +68,28 @@ def cached(dest: Path, make: Callable[[Path], object]) -> Path:
 
 def deps_env(common_txt: bytes) -> Path:
     """The cached deps venv for ``common_txt``; made on first use."""
-    key = hashlib.sha256(common_txt + TORCH_CPU.encode() + PYTEST.encode() + sys.version.encode()).hexdigest()[:12]
+    key = hashlib.sha256(
+        common_txt + TORCH_CPU.encode() + PYTEST.encode() + sys.version.encode()
+    ).hexdigest()[:12]
     req = envs_dir() / f"common-{key}.txt"
 
     def make(venv: Path) -> None:
         """Create the deps venv at ``venv``: CPU torch, pytest, ``common.txt``."""
         _run([sys.executable, "-m", "venv", str(venv)])
         req.write_bytes(common_txt)
-        _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", TORCH_CPU, PYTEST, "-r", str(req)])
+        _run(
+            [
+                str(venv / "bin" / "python"),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                TORCH_CPU,
+                PYTEST,
+                "-r",
+                str(req),
+            ]
+        )
 
     return cached(envs_dir() / f"deps-{key}", make)
 
@@ -101,5 +115,7 @@ def wheel_env(dest: Path, deps: Path, wheel: Path) -> Path:
 def cached_wheel_env(deps: Path, wheel: Path) -> Path:
     """``wheel_env`` under ``<cache>/envs/wheel-<sha256[:12]>``, reused while
     the same wheel bytes are installed there."""
-    dest = cached(envs_dir() / f"wheel-{sha256_file(wheel)[:12]}", lambda d: wheel_env(d, deps, wheel))
+    dest = cached(
+        envs_dir() / f"wheel-{sha256_file(wheel)[:12]}", lambda d: wheel_env(d, deps, wheel)
+    )
     return dest / "bin" / "python"

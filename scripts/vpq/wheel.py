@@ -74,7 +74,9 @@ class BuiltWheel:
 def touches_binary_inputs(paths: list[str]) -> list[str]:
     """The paths among ``paths`` that the precompiled build depends on."""
     return sorted(
-        p for p in paths if any(p == b or (b.endswith("/") and p.startswith(b)) for b in BINARY_INPUTS)
+        p
+        for p in paths
+        if any(p == b or (b.endswith("/") and p.startswith(b)) for b in BINARY_INPUTS)
     )
 
 
@@ -207,7 +209,10 @@ class _Plan:
 
 
 def _plan(
-    zin: zipfile.ZipFile, wheel_name: str, overlay: dict[str, bytes | None], label: str,
+    zin: zipfile.ZipFile,
+    wheel_name: str,
+    overlay: dict[str, bytes | None],
+    label: str,
     manifest: dict[str, object],
 ) -> _Plan:
     """The output wheel for ``overlay`` on the upstream wheel open as ``zin``.
@@ -234,10 +239,15 @@ def _plan(
     }
     record = csv.reader(io.StringIO(zin.read(f"{old_di}/RECORD").decode()))
     return _Plan(
-        out_name=f"{dist}-{version}-{BUILD_TAG}-{tags}.whl", version=version, old_di=old_di,
-        new_di=f"{dist}-{version}.dist-info", infos=infos,
-        deleted=frozenset(p for p, c in overlay.items() if c is None), replaced=replaced,
-        dist_info=dist_info, old_record={row[0]: row for row in record if row},
+        out_name=f"{dist}-{version}-{BUILD_TAG}-{tags}.whl",
+        version=version,
+        old_di=old_di,
+        new_di=f"{dist}-{version}.dist-info",
+        infos=infos,
+        deleted=frozenset(p for p, c in overlay.items() if c is None),
+        replaced=replaced,
+        dist_info=dist_info,
+        old_record={row[0]: row for row in record if row},
     )
 
 
@@ -358,4 +368,3 @@ def expand_tag_part(part: str) -> list[str]:
     """Expand ``cp38-abi3-manylinux_2_31_x86_64`` (compressed tag sets too)."""
     py, abi, plat = part.split("-")
     return [f"{a}-{b}-{c}" for a in py.split(".") for b in abi.split(".") for c in plat.split(".")]
-

@@ -79,10 +79,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("vpq-gpu", "GPU integration tests (tests/gpu)")
     g.addoption("--model", default=None, help="target checkpoint directory (default: tiny fixture)")
     g.addoption("--drafter", default=None, help="EAGLE-3 head directory (with --model)")
-    g.addoption("--tensor-parallel-size", type=int, default=None,
-                help="tensor-parallel size for --model (default 1)")
-    g.addoption("--upstream-python", default=None,
-                help="python of an environment with the unpatched upstream wheel")
+    g.addoption(
+        "--tensor-parallel-size",
+        type=int,
+        default=None,
+        help="tensor-parallel size for --model (default 1)",
+    )
+    g.addoption(
+        "--upstream-python",
+        default=None,
+        help="python of an environment with the unpatched upstream wheel",
+    )
 
 
 def _opt(config: pytest.Config, name: str) -> Any:
@@ -159,7 +166,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture(scope="session")
-def checkpoints(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Checkpoints:
+def checkpoints(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Checkpoints:
     return _checkpoints(request.config, tmp_path_factory.mktemp("fixture"))
 
 
@@ -176,16 +185,39 @@ def batches(ck: Checkpoints) -> list[dict[str, Any]]:
     """The requests every engine runs, in order (see engine_probe.py)."""
     if ck.real:
         chats = [[{"role": "user", "content": p}] for p in PROMPTS]
-        out = [{"name": "greedy", "kind": "chat", "prompts": chats, "max_tokens": EQUIVALENCE_MAX_TOKENS}]
+        out = [
+            {
+                "name": "greedy",
+                "kind": "chat",
+                "prompts": chats,
+                "max_tokens": EQUIVALENCE_MAX_TOKENS,
+            }
+        ]
     else:
         # Raw prompts: a dummy-weight model mostly reacts to the last token,
         # and a chat template would end every prompt the same way.
-        out = [{"name": "greedy", "kind": "text", "prompts": PROMPTS, "max_tokens": EQUIVALENCE_MAX_TOKENS}]
+        out = [
+            {
+                "name": "greedy",
+                "kind": "text",
+                "prompts": PROMPTS,
+                "max_tokens": EQUIVALENCE_MAX_TOKENS,
+            }
+        ]
     if ck.is_kimi_k25:
         image = {"prompt": IMAGE_PROMPT, "image_size": IMAGE_SIZE}
-        out.append({"name": "image", "kind": "image", "prompts": [image], "max_tokens": EQUIVALENCE_MAX_TOKENS})
+        out.append(
+            {
+                "name": "image",
+                "kind": "image",
+                "prompts": [image],
+                "max_tokens": EQUIVALENCE_MAX_TOKENS,
+            }
+        )
     if ck.real:
-        out.append({"name": "bench", "kind": "chat", "prompts": chats, "max_tokens": BENCH_MAX_TOKENS})
+        out.append(
+            {"name": "bench", "kind": "chat", "prompts": chats, "max_tokens": BENCH_MAX_TOKENS}
+        )
     for b in out:
         # EOS means nothing to dummy weights; ignoring it there keeps every
         # request decoding (and drafting) for all its tokens.
@@ -211,12 +243,15 @@ def engine_spec(ck: Checkpoints, tp: int, eagle3: bool) -> dict[str, Any]:
 
 def run_probe(python: str, spec: dict[str, Any], workdir: Path, timeout: float) -> dict[str, Any]:
     """Run engine_probe.py under ``python``; its result, plus the tail of its log."""
-    spec_file, result_file, log_file = (workdir / n for n in ("spec.json", "result.json", "engine.log"))
+    spec_file, result_file, log_file = (
+        workdir / n for n in ("spec.json", "result.json", "engine.log")
+    )
     spec_file.write_text(json.dumps(spec))
     with log_file.open("w") as log:
         proc = subprocess.Popen(
             [python, str(PROBE), str(spec_file), str(result_file)],
-            stdout=log, stderr=subprocess.STDOUT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,  # so a hang can be killed with its workers
         )
         try:
@@ -226,8 +261,12 @@ def run_probe(python: str, spec: dict[str, Any], workdir: Path, timeout: float) 
             proc.wait()
     tail = log_file.read_text(errors="replace")[-6000:]
     if not result_file.exists():
-        return {"ok": False, "phase": "crashed", "error": f"no result (exit {proc.returncode})",
-                "log_tail": tail}
+        return {
+            "ok": False,
+            "phase": "crashed",
+            "error": f"no result (exit {proc.returncode})",
+            "log_tail": tail,
+        }
     return {**json.loads(result_file.read_text()), "log_tail": tail}
 
 
@@ -262,8 +301,10 @@ def ok(result: dict[str, Any]) -> dict[str, Any]:
 def upstream_python(request: pytest.FixtureRequest) -> str:
     py = _opt(request.config, "--upstream-python") or os.environ.get("VPQ_UPSTREAM_PYTHON")
     if not py:
-        pytest.skip("no python with the unpatched upstream wheel (--upstream-python or "
-                    "VPQ_UPSTREAM_PYTHON; `nox -s gpu_tests` provides one)")
+        pytest.skip(
+            "no python with the unpatched upstream wheel (--upstream-python or "
+            "VPQ_UPSTREAM_PYTHON; `nox -s gpu_tests` provides one)"
+        )
     return py
 
 

@@ -118,7 +118,9 @@ def run_batch(llm, batch: dict, media_id: int | None) -> dict[str, object]:  # t
         reqs = [
             {
                 "prompt": p["prompt"],
-                "multi_modal_data": {"vision_chunk": {"type": "image", "image": image(p["image_size"])}},
+                "multi_modal_data": {
+                    "vision_chunk": {"type": "image", "image": image(p["image_size"])}
+                },
             }
             for p in batch["prompts"]
         ]
@@ -135,7 +137,9 @@ def run_batch(llm, batch: dict, media_id: int | None) -> dict[str, object]:  # t
                 "text": o.outputs[0].text,
                 "finish_reason": o.outputs[0].finish_reason,
                 "prompt_len": len(o.prompt_token_ids or []),
-                "media_tokens": (o.prompt_token_ids or []).count(media_id) if media_id is not None else 0,
+                "media_tokens": (o.prompt_token_ids or []).count(media_id)
+                if media_id is not None
+                else 0,
             }
             for o in outs
         ],

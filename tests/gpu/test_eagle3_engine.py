@@ -29,7 +29,9 @@ from tests.gpu.conftest import (
 K = NUM_SPECULATIVE_TOKENS
 
 
-def test_engine_starts_with_eagle3_on_the_target(engine, checkpoints: Checkpoints, tp, gpus) -> None:
+def test_engine_starts_with_eagle3_on_the_target(
+    engine, checkpoints: Checkpoints, tp, gpus
+) -> None:
     e = ok(engine(tp, eagle3=True))["engine"]
     assert e["architectures"] == checkpoints.target_config["architectures"]
     assert e["speculative"] == {
@@ -41,7 +43,9 @@ def test_engine_starts_with_eagle3_on_the_target(engine, checkpoints: Checkpoint
     assert [w["class"] for w in e["workers"]] == [e["architectures"][0]] * tp
 
 
-def test_aux_layers_on_the_model_are_the_drafter_configs(engine, checkpoints: Checkpoints, tp, gpus) -> None:
+def test_aux_layers_on_the_model_are_the_drafter_configs(
+    engine, checkpoints: Checkpoints, tp, gpus
+) -> None:
     """Read back from the live model in every worker through ``llm.apply_model``:
     ``model.language_model.model.aux_hidden_state_layers``."""
     configured = checkpoints.drafter_config.get("eagle_aux_hidden_state_layer_ids")
@@ -81,7 +85,9 @@ def test_spec_decode_metrics_show_drafts_proposed_and_verified(
     assert ref["num_drafts"] == 0, ref
 
 
-def test_greedy_outputs_match_without_speculation(engine, checkpoints: Checkpoints, tp, gpus) -> None:
+def test_greedy_outputs_match_without_speculation(
+    engine, checkpoints: Checkpoints, tp, gpus
+) -> None:
     """vLLM's rule for EAGLE equivalence, from ``_run_eagle_correctness`` in
     tests/v1/e2e/test_spec_decode.py of the 0.17.1 sdist: greedy sampling,
     10 new tokens, and ``matches > int(0.6 * len(ref_outputs))`` (a minimum
@@ -97,8 +103,12 @@ def test_greedy_outputs_match_without_speculation(engine, checkpoints: Checkpoin
     assert len(spec_out) == len(ref_out) == len(PROMPTS) + ("image" in ref)
     assert all(ref_out), "every reference request produced tokens"
     matches = sum(a == b for a, b in zip(spec_out, ref_out, strict=True))
-    mismatched = [(i, r, s) for i, (s, r) in enumerate(zip(spec_out, ref_out, strict=True)) if s != r]
-    assert matches > int(0.6 * len(ref_out)), f"{matches}/{len(ref_out)} matched; (i, ref, spec): {mismatched}"
+    mismatched = [
+        (i, r, s) for i, (s, r) in enumerate(zip(spec_out, ref_out, strict=True)) if s != r
+    ]
+    assert matches > int(0.6 * len(ref_out)), (
+        f"{matches}/{len(ref_out)} matched; (i, ref, spec): {mismatched}"
+    )
 
 
 def test_image_request_runs_with_eagle3(engine, checkpoints: Checkpoints, tp, gpus) -> None:
@@ -116,7 +126,9 @@ def test_image_request_runs_with_eagle3(engine, checkpoints: Checkpoints, tp, gp
     assert batch["metrics"]["num_drafts"] > 0, batch["metrics"]
 
 
-def test_unpatched_upstream_rejects_eagle3_for_kimi_k25(engine, checkpoints: Checkpoints, upstream_python) -> None:
+def test_unpatched_upstream_rejects_eagle3_for_kimi_k25(
+    engine, checkpoints: Checkpoints, upstream_python
+) -> None:
     """The failure the series fixes: 0.17.1's speculative config refuses an
     EAGLE-3 target whose text model is ``deepseek_v3``."""
     r = engine(1, eagle3=True, python=upstream_python)
@@ -125,7 +137,9 @@ def test_unpatched_upstream_rejects_eagle3_for_kimi_k25(engine, checkpoints: Che
     assert "eagle3 is only supported for" in r["error"] and "deepseek_v3" in r["error"], r["error"]
 
 
-def test_report_acceptance_and_throughput(engine, checkpoints: Checkpoints, tp, gpus, report) -> None:
+def test_report_acceptance_and_throughput(
+    engine, checkpoints: Checkpoints, tp, gpus, report
+) -> None:
     """With ``--model/--drafter``: mean acceptance length and output tokens/s
     with and without EAGLE-3 on the same prompts, printed as a table.
     Numbers to report, not assertions (only that both runs produced them)."""
@@ -143,7 +157,10 @@ def test_report_acceptance_and_throughput(engine, checkpoints: Checkpoints, tp, 
         f"{checkpoints.target.name} + {checkpoints.drafter.name}, tensor-parallel size {tp}, "
         f"{len(PROMPTS)} chat prompts, greedy, up to {BENCH_MAX_TOKENS} new tokens each"
     )
-    report.append(f"{'run':<18}{'mean acceptance length':>24}{'output tokens':>15}{'seconds':>10}{'tokens/s':>10}")
+    report.append(
+        f"{'run':<18}{'mean acceptance length':>24}{'output tokens':>15}"
+        f"{'seconds':>10}{'tokens/s':>10}"
+    )
     for label, accept, tokens, secs in rows:
         acc = f"{accept:.2f}" if accept is not None else "-"
         report.append(f"{label:<18}{acc:>24}{tokens:>15}{secs:>10.1f}{tokens / secs:>10.1f}")

@@ -37,9 +37,9 @@ def head_engine(checkpoints: Checkpoints, tmp_path_factory: pytest.TempPathFacto
         if (tp, name) not in cache:
             ck = replace(checkpoints, drafter=heads[name])
             workdir = tmp_path_factory.mktemp(f"tp{tp}-{name}")
-            cache[(tp, name)] = run_probe(sys.executable, engine_spec(ck, tp, True), workdir, 900) | {
-                "head_config": ck.drafter_config
-            }
+            cache[(tp, name)] = run_probe(
+                sys.executable, engine_spec(ck, tp, True), workdir, 900
+            ) | {"head_config": ck.drafter_config}
         return cache[(tp, name)]
 
     return get
@@ -70,7 +70,9 @@ def test_live_aux_layers_are_the_heads_own_ids(head_engine, name, tp, gpus) -> N
 
 
 @pytest.mark.parametrize("name", HEADS)
-def test_greedy_outputs_match_without_speculation_with_the_head(head_engine, engine, name, tp, gpus) -> None:
+def test_greedy_outputs_match_without_speculation_with_the_head(
+    head_engine, engine, name, tp, gpus
+) -> None:
     spec, ref = ok(head_engine(tp, name))["batches"], ok(engine(tp, eagle3=False))["batches"]
     names = [n for n in ("greedy", "image") if n in ref]
     spec_out = [o["token_ids"] for n in names for o in spec[n]["outputs"]]

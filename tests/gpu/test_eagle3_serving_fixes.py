@@ -63,12 +63,22 @@ def test_image_heavy_batch_with_a_small_encoder_cache_survives_eagle3(
         pytest.skip("the target is not KimiK25ForConditionalGeneration")
     spec = engine_spec(checkpoints, 1, eagle3=True)
     images = [{"prompt": IMAGE_PROMPT, "image_size": IMAGE_SIZE}] * NUM_IMAGE_REQUESTS
-    spec["batches"] = [{"name": "images", "kind": "image", "prompts": images,
-                        "max_tokens": EQUIVALENCE_MAX_TOKENS, "ignore_eos": not checkpoints.real}]
+    spec["batches"] = [
+        {
+            "name": "images",
+            "kind": "image",
+            "prompts": images,
+            "max_tokens": EQUIVALENCE_MAX_TOKENS,
+            "ignore_eos": not checkpoints.real,
+        }
+    ]
     if not checkpoints.real:
         # Chunks of 64 tokens end inside and at the edges of the 48-token
         # images, and the encoder cache holds little more than one image.
-        spec["engine_args"] = {"max_num_batched_tokens": SMALL_BATCHED_TOKENS, "enable_chunked_prefill": True}
+        spec["engine_args"] = {
+            "max_num_batched_tokens": SMALL_BATCHED_TOKENS,
+            "enable_chunked_prefill": True,
+        }
     result = ok(run_probe(sys.executable, spec, tmp_path, 900))
     batch = result["batches"]["images"]
     assert len(batch["outputs"]) == NUM_IMAGE_REQUESTS
@@ -76,7 +86,9 @@ def test_image_heavy_batch_with_a_small_encoder_cache_survives_eagle3(
     assert batch["metrics"]["num_drafts"] > 0, batch["metrics"]
 
 
-def test_pipeline_parallel_2_with_eagle3_starts_and_matches_greedy(checkpoints: Checkpoints, tmp_path: Path) -> None:
+def test_pipeline_parallel_2_with_eagle3_starts_and_matches_greedy(
+    checkpoints: Checkpoints, tmp_path: Path
+) -> None:
     need_gpus(2)
     runs = {}
     for eagle3 in (True, False):
@@ -116,19 +128,45 @@ def test_data_parallel_2_with_a_request_at_max_model_len_does_not_hang(
     for rank in (0, 1):
         spec = dict(base)
         prompts = [long_prompt] if rank == 0 else PROMPTS
-        spec["batches"] = [{"name": "dp", "kind": "text", "prompts": prompts,
-                            "max_tokens": 64 if rank == 0 else 200, "ignore_eos": True}]
+        spec["batches"] = [
+            {
+                "name": "dp",
+                "kind": "text",
+                "prompts": prompts,
+                "max_tokens": 64 if rank == 0 else 200,
+                "ignore_eos": True,
+            }
+        ]
         spec["engine_args"] = {"data_parallel_size": 2, "enable_expert_parallel": True}
         workdir = tmp_path / f"rank{rank}"
         workdir.mkdir()
         (workdir / "spec.json").write_text(json.dumps(spec))
-        env = {**os.environ, "VLLM_DP_RANK": str(rank), "VLLM_DP_RANK_LOCAL": str(rank), "VLLM_DP_SIZE": "2",
-               "VLLM_DP_MASTER_IP": "127.0.0.1", "VLLM_DP_MASTER_PORT": str(port)}
+        env = {
+            **os.environ,
+            "VLLM_DP_RANK": str(rank),
+            "VLLM_DP_RANK_LOCAL": str(rank),
+            "VLLM_DP_SIZE": "2",
+            "VLLM_DP_MASTER_IP": "127.0.0.1",
+            "VLLM_DP_MASTER_PORT": str(port),
+        }
         log = (workdir / "engine.log").open("w")
-        procs.append((workdir, subprocess.Popen(
-            [sys.executable, str(PROBE), str(workdir / "spec.json"), str(workdir / "result.json")],
-            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-        )))
+        procs.append(
+            (
+                workdir,
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        str(PROBE),
+                        str(workdir / "spec.json"),
+                        str(workdir / "result.json"),
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                ),
+            )
+        )
     hung = []
     for workdir, proc in procs:
         try:

@@ -58,7 +58,9 @@ def tiny_configs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def run_probe(python: Path, configs: tuple[Path, Path]) -> dict[str, object]:
     proc = subprocess.run(
         [str(python), str(PROBE), str(configs[0]), str(configs[1])],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     result = tagged_json(proc.stdout, "PROBE")
     assert proc.returncode == 0 and result is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -68,7 +70,9 @@ def run_probe(python: Path, configs: tuple[Path, Path]) -> dict[str, object]:
 @pytest.fixture(scope="session")
 def patched_python(tmp_path_factory, deps_venv, built) -> Path:
     """A fresh venv with the patched x86_64 wheel installed."""
-    return envs.wheel_env(tmp_path_factory.mktemp("venv") / "patched", deps_venv, built["x86_64"].wheel.path)
+    return envs.wheel_env(
+        tmp_path_factory.mktemp("venv") / "patched", deps_venv, built["x86_64"].wheel.path
+    )
 
 
 @pytest.fixture(scope="session")

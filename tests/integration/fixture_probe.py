@@ -117,7 +117,9 @@ def main() -> None:
             "is_fast": bool(tok.is_fast),
             "trust_remote_code": bool(mc.trust_remote_code),
             "len": len(tok),
-            "round_trips": [tok.decode(tok.encode(t, add_special_tokens=False)) == t for t in TEXTS],
+            "round_trips": [
+                tok.decode(tok.encode(t, add_special_tokens=False)) == t for t in TEXTS
+            ],
             "media_pad": tok.encode("<|media_pad|>", add_special_tokens=False),
             "bos_eos_pad": [tok.bos_token_id, tok.eos_token_id, tok.pad_token_id],
             "chat": chat,

@@ -70,8 +70,11 @@ def head(target: str, head_dir: str, past_target_gate: bool) -> dict[str, object
 
     def spec():  # type: ignore[no-untyped-def]
         return SpeculativeConfig(
-            target_model_config=mc, target_parallel_config=ParallelConfig(),
-            method="eagle3", model=head_dir, num_speculative_tokens=2,
+            target_model_config=mc,
+            target_parallel_config=ParallelConfig(),
+            method="eagle3",
+            model=head_dir,
+            num_speculative_tokens=2,
         )
 
     if past_target_gate:
@@ -99,7 +102,9 @@ def head(target: str, head_dir: str, past_target_gate: bool) -> dict[str, object
     def runner_lookup():  # type: ignore[no-untyped-def]
         from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
-        return GPUModelRunner._get_eagle3_aux_layers_from_config(types.SimpleNamespace(speculative_config=sc))
+        return GPUModelRunner._get_eagle3_aux_layers_from_config(
+            types.SimpleNamespace(speculative_config=sc)
+        )
 
     def v2_lookup():  # type: ignore[no-untyped-def]
         from vllm.v1.worker.gpu.spec_decode.eagle import eagle3_utils
@@ -117,7 +122,10 @@ def main() -> None:
     target, heads = args[past:][0], args[past:][1:]
     import vllm
 
-    result = {"version": vllm.__version__, "heads": {Path(h).name: head(target, h, past) for h in heads}}
+    result = {
+        "version": vllm.__version__,
+        "heads": {Path(h).name: head(target, h, past) for h in heads},
+    }
     print("PROBE " + json.dumps(result))
 
 

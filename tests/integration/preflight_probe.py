@@ -23,8 +23,11 @@ from pathlib import Path
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 logging.disable(logging.WARNING)
 
-DRAFTER_ARCHS = ("LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM",
-                 "Eagle3DeepseekV3ForCausalLM")
+DRAFTER_ARCHS = (
+    "LlamaForCausalLMEagle3",
+    "Eagle3DeepseekV2ForCausalLM",
+    "Eagle3DeepseekV3ForCausalLM",
+)
 
 
 def wheel_facts(target: Path, heads: list[Path]) -> dict[str, object]:
@@ -54,12 +57,16 @@ def wheel_facts(target: Path, heads: list[Path]) -> dict[str, object]:
         try:
             sc = SpeculativeConfig(
                 target_model_config=ModelConfig(model=str(target), skip_tokenizer_init=True),
-                target_parallel_config=ParallelConfig(), method="eagle3", model=str(head),
-                num_speculative_tokens=1)
+                target_parallel_config=ParallelConfig(),
+                method="eagle3",
+                model=str(head),
+                num_speculative_tokens=1,
+            )
             from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
             got = GPUModelRunner._get_eagle3_aux_layers_from_config(
-                SimpleNamespace(speculative_config=sc))
+                SimpleNamespace(speculative_config=sc)
+            )
             ids[head.name] = list(got) if got else None
         except Exception as exc:  # noqa: BLE001
             ids[head.name] = f"refused: {type(exc).__name__}"
@@ -69,13 +76,15 @@ def wheel_facts(target: Path, heads: list[Path]) -> dict[str, object]:
     trap = PretrainedConfig(architectures=["Eagle3DeepseekV2ForCausalLM"])
     trap.model_type = "deepseek_v3"
     facts["override_rewrites_deepseek_v3"] = (
-        SpeculativeConfig.hf_config_override(trap).model_type != "deepseek_v3")
+        SpeculativeConfig.hf_config_override(trap).model_type != "deepseek_v3"
+    )
     import inspect
 
     from vllm.model_executor.models import llama_eagle3
 
     facts["llama_eagle3_reads"] = {
-        f: f in inspect.getsource(llama_eagle3) for f in ("fc_norm", "norm_output")}
+        f: f in inspect.getsource(llama_eagle3) for f in ("fc_norm", "norm_output")
+    }
     return facts
 
 
@@ -89,7 +98,9 @@ def main() -> None:
     for head in heads:
         findings = vi.preflight(target, head)
         out["preflight"][head.name] = {  # type: ignore[index]
-            "exit": vi.exit_code(findings), "findings": [asdict(f) for f in findings]}
+            "exit": vi.exit_code(findings),
+            "findings": [asdict(f) for f in findings],
+        }
     with __import__("contextlib").redirect_stdout(sys.stderr):
         out["wheel"] = wheel_facts(target, heads)
     print("PROBE " + json.dumps(out))

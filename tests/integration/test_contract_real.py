@@ -56,28 +56,40 @@ def test_contract_holds_on_the_patched_wheel(patched_table: contract.Table) -> N
     print(patched_table.render())
     assert patched_table.gaps == []
     rows = patched_table.rows
-    for item in ("supports_eagle3(model)", "model.set_aux_hidden_state_layers()",
-                 "model.get_eagle3_aux_hidden_state_layers()",
-                 "speculative gate: aux_hidden_states_supported"):
+    for item in (
+        "supports_eagle3(model)",
+        "model.set_aux_hidden_state_layers()",
+        "model.get_eagle3_aux_hidden_state_layers()",
+        "speculative gate: aux_hidden_states_supported",
+    ):
         assert rows[item] == {a: "ok" for a in ALL}
     assert rows["config.media_placeholder_token_id"][KIMI] == "ok"
     assert rows["model.get_language_model()"][KIMI] == "ok"
 
 
-def test_contract_reports_the_gaps_the_series_fixes_on_unpatched_upstream(upstream_table: contract.Table) -> None:
+def test_contract_reports_the_gaps_the_series_fixes_on_unpatched_upstream(
+    upstream_table: contract.Table,
+) -> None:
     print(upstream_table.render())
-    expected = {
-        (item, arch, "missing")
-        for item in ("supports_eagle3(model)", "model.set_aux_hidden_state_layers()",
-                     "model.get_eagle3_aux_hidden_state_layers()")
-        for arch in ALL
-    } | {("config.image_token_index", KIMI, "missing")} | {
-        ("speculative gate: aux_hidden_states_supported", arch, "missing") for arch in ALL
-    }
+    expected = (
+        {
+            (item, arch, "missing")
+            for item in (
+                "supports_eagle3(model)",
+                "model.set_aux_hidden_state_layers()",
+                "model.get_eagle3_aux_hidden_state_layers()",
+            )
+            for arch in ALL
+        }
+        | {("config.image_token_index", KIMI, "missing")}
+        | {("speculative gate: aux_hidden_states_supported", arch, "missing") for arch in ALL}
+    )
     assert set(upstream_table.gaps) == expected
 
 
-def test_contract_flags_a_wrapper_that_only_inherits_the_protocol(tmp_path: Path, deps_venv: Path) -> None:
+def test_contract_flags_a_wrapper_that_only_inherits_the_protocol(
+    tmp_path: Path, deps_venv: Path
+) -> None:
     """The trap: KimiK25 declares SupportsEagle3 but does not delegate; the
     protocol's stubs return None. Built from a series whose Kimi patch lacks
     the delegation hunk."""
@@ -86,20 +98,26 @@ def test_contract_flags_a_wrapper_that_only_inherits_the_protocol(tmp_path: Path
     for name in ("series", "upstream.lock"):
         shutil.copy(REPO_ROOT / name, root / name)
     shutil.copytree(REPO_ROOT / "patches", root / "patches")
-    kimi = root / "patches/model_executor/models/kimi_k25-delegate-eagle3-interface-to-language-model.patch"
+    kimi = (
+        root
+        / "patches/model_executor/models/kimi_k25-delegate-eagle3-interface-to-language-model.patch"
+    )
     text = kimi.read_text()
     hunks = [m.start() for m in re.finditer(r"^@@ ", text, re.MULTILINE)]
-    assert len(hunks) == 3 and "def set_aux_hidden_state_layers" in text[hunks[2]:]
+    assert len(hunks) == 3 and "def set_aux_hidden_state_layers" in text[hunks[2] :]
     kimi.write_text(text[: hunks[2]])
     prep = build.prepare(root)
     (res,) = build.build_wheels(root, platform="x86_64", out_dir=tmp_path / "dist", prep=prep)
     python = envs.wheel_env(tmp_path / "venv", deps_venv, res.wheel.path)
     table = contract.check(
-        python, contract.discover(lambda p: g.git(["show", f"patched:{p}"], prep.repo).stdout.decode())
+        python,
+        contract.discover(lambda p: g.git(["show", f"patched:{p}"], prep.repo).stdout.decode()),
     )
     print(table.render())
     assert table.rows["supports_eagle3(model)"][KIMI] == "ok"  # the flag alone passes...
-    assert table.rows["model.set_aux_hidden_state_layers()"][KIMI] == "stub"  # ...the methods do not
+    assert (
+        table.rows["model.set_aux_hidden_state_layers()"][KIMI] == "stub"
+    )  # ...the methods do not
     assert table.rows["model.get_eagle3_aux_hidden_state_layers()"][KIMI] == "stub"
 
 
@@ -108,7 +126,9 @@ def test_discovery_finds_new_calls_in_a_newer_upstream_by_itself() -> None:
     which 0.17.1's does not; nothing in the tool names it."""
     names = {i.name for i in discover_in_release("vllm-0_18_1")}
     assert "get_eagle3_default_aux_hidden_state_layers" in names
-    assert "get_eagle3_default_aux_hidden_state_layers" not in {i.name for i in discover_at("patched")}
+    assert "get_eagle3_default_aux_hidden_state_layers" not in {
+        i.name for i in discover_at("patched")
+    }
     assert "get_eagle3_default_aux_hidden_state_layers" not in Path(contract.__file__).read_text()
 
 
@@ -120,8 +140,16 @@ SUCCESSORS = {"get_eagle3_aux_hidden_state_layers": "get_eagle3_default_aux_hidd
 def test_discovery_follows_both_runners_through_their_helpers_in_later_releases(key: str) -> None:
     build.prepare(REPO_ROOT)  # the pin's tree, for its items
     items = discover_in_release(key)
-    pinned = {(i.kind, SUCCESSORS.get(i.name, i.name)) for i in discover_at("upstream/0.17.1") if i.kind != "config_attr"}
-    runner_items = {(i.kind, i.name) for i in items if i.kind in ("interface", "method") and "worker" in i.where}
-    assert runner_items == {(k, n) for k, n in pinned if k in ("interface", "method") and n != "get_language_model"}
+    pinned = {
+        (i.kind, SUCCESSORS.get(i.name, i.name))
+        for i in discover_at("upstream/0.17.1")
+        if i.kind != "config_attr"
+    }
+    runner_items = {
+        (i.kind, i.name) for i in items if i.kind in ("interface", "method") and "worker" in i.where
+    }
+    assert runner_items == {
+        (k, n) for k, n in pinned if k in ("interface", "method") and n != "get_language_model"
+    }
     files = {i.file for i in items if i.kind == "interface"}
     assert files == {contract.RUNNER, "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"}

@@ -23,7 +23,9 @@ PROBE = Path(__file__).with_name("fixture_probe.py")
 def probe(patched_python: Path, tiny_configs: tuple[Path, Path]) -> dict[str, dict]:
     proc = subprocess.run(
         [str(patched_python), str(PROBE), *map(str, tiny_configs)],
-        capture_output=True, text=True, timeout=900,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     result = tagged_json(proc.stdout, "PROBE")
     assert proc.returncode == 0 and result is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -61,7 +63,10 @@ def test_vllm_loads_the_tokenizer_without_remote_code(probe) -> None:
     assert all(tok["round_trips"])
     assert tok["media_pad"] == [fixture.MEDIA_PLACEHOLDER]
     assert tok["bos_eos_pad"] == [fixture.BOS_ID, fixture.EOS_ID, fixture.PAD_ID]
-    assert tok["chat"] == "<|im_user|>user<|im_middle|>hi<|im_end|><|im_assistant|>assistant<|im_middle|>"
+    assert (
+        tok["chat"]
+        == "<|im_user|>user<|im_middle|>hi<|im_end|><|im_assistant|>assistant<|im_middle|>"
+    )
 
 
 def test_vllm_loads_the_image_processor_as_kimi_k25_does(probe) -> None:

@@ -49,11 +49,13 @@ def _probe(python: Path, heads: tuple[Path, list[Path]], *flags: str) -> dict[st
     target, dirs = heads
     proc = subprocess.run(
         [str(python), str(PROBE), *flags, str(target), *map(str, dirs)],
-        capture_output=True, text=True, timeout=900,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("PROBE ")]
     assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads(lines[-1][len("PROBE "):])["heads"]
+    return json.loads(lines[-1][len("PROBE ") :])["heads"]
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +115,9 @@ def test_unpatched_upstream_refuses_every_head_on_kimi_k25(upstream) -> None:
 
 def test_unpatched_upstream_refuses_mla_heads(upstream) -> None:
     res = upstream["mla-deepseek_v2"]["accepted"]
-    assert not res["ok"] and "['Eagle3DeepseekV2ForCausalLM'] are not supported" in res["error"], res
+    assert not res["ok"] and "['Eagle3DeepseekV2ForCausalLM'] are not supported" in res["error"], (
+        res
+    )
     for shape in ("mla-kimi_k2", "eagle3.1-mla"):
         res = upstream[shape]["accepted"]
         assert not res["ok"] and "model type `kimi_k2`" in res["error"], (shape, res)

@@ -49,7 +49,10 @@ def test_unpatched_upstream_fails_the_same_checks(upstream_probe) -> None:
 def _verify(python) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(python), str(REPO_ROOT / "scripts" / "verify_install.py")],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"},
     )
 
 
@@ -65,4 +68,7 @@ def test_verify_install_fails_with_one_line_on_unpatched_upstream(upstream_pytho
     proc = _verify(upstream_python)
     assert proc.returncode == 1
     reason = [ln for ln in proc.stderr.splitlines() if ln.startswith("verify_install:")]
-    assert reason == ["verify_install: FAILED: vllm 0.17.1 has no vpq_manifest.json: this is not a patch-queue build"]
+    assert reason == [
+        "verify_install: FAILED: vllm 0.17.1 has no vpq_manifest.json: "
+        "this is not a patch-queue build"
+    ]

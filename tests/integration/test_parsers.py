@@ -33,11 +33,30 @@ def reference_sdist() -> Path:
 def run_parsers(python: Path, sdist: Path, tmp_path: Path) -> dict[str, str]:
     """Run tests/parsers with ``python``; return test id -> outcome."""
     xml = tmp_path / "junit.xml"
-    env = {**os.environ, "VPQ_PARSERS": "1", "VPQ_REFERENCE_SDIST": str(sdist), "VLLM_LOGGING_LEVEL": "ERROR"}
+    env = {
+        **os.environ,
+        "VPQ_PARSERS": "1",
+        "VPQ_REFERENCE_SDIST": str(sdist),
+        "VLLM_LOGGING_LEVEL": "ERROR",
+    }
     proc = subprocess.run(
-        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}",
-         "--rootdir", str(REPO_ROOT), str(REPO_ROOT / "tests/parsers")],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1200,
+        [
+            str(python),
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={xml}",
+            "--rootdir",
+            str(REPO_ROOT),
+            str(REPO_ROOT / "tests/parsers"),
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
     )
     assert xml.exists(), proc.stdout[-4000:] + proc.stderr[-4000:]
     outcomes = {}
@@ -45,12 +64,18 @@ def run_parsers(python: Path, sdist: Path, tmp_path: Path) -> dict[str, str]:
         name = f"{case.get('classname')}::{case.get('name')}"
         kinds = {child.tag for child in case}
         outcomes[name] = (
-            "failed" if kinds & {"failure", "error"} else "skipped" if "skipped" in kinds else "passed"
+            "failed"
+            if kinds & {"failure", "error"}
+            else "skipped"
+            if "skipped" in kinds
+            else "passed"
         )
     return outcomes
 
 
-def test_every_parser_replay_passes_on_the_patched_wheel(patched_python, reference_sdist, tmp_path) -> None:
+def test_every_parser_replay_passes_on_the_patched_wheel(
+    patched_python, reference_sdist, tmp_path
+) -> None:
     outcomes = run_parsers(patched_python, reference_sdist, tmp_path)
     assert len(outcomes) >= 300
     assert any("test_differential_0_20_0" in name for name in outcomes)
@@ -73,7 +98,13 @@ def test_multi_token_replays_fail_on_unpatched_upstream_for_every_k_from_2(
     for function in MULTI_TOKEN_REPLAYS:
         runs = {name: v for name, v in outcomes.items() if f"{function}[" in name}
         assert len(runs) >= 40, function
-        failing_ks = {int(m.group(1)) for n, v in runs.items() if v == "failed" and (m := re.search(r"-(\d+)\]$", n))}
+        failing_ks = {
+            int(m.group(1))
+            for n, v in runs.items()
+            if v == "failed" and (m := re.search(r"-(\d+)\]$", n))
+        }
         assert set(range(2, 9)) <= failing_ks, function
     tool = [v for n, v in outcomes.items() if MULTI_TOKEN_REPLAYS[0] in n and not n.endswith("-1]")]
-    assert tool.count("failed") > len(tool) // 2, "most multi-token tool-call replays break, not an odd one"
+    assert tool.count("failed") > len(tool) // 2, (
+        "most multi-token tool-call replays break, not an odd one"
+    )

@@ -45,10 +45,13 @@ def pair_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def _probe(python: Path, dirs: tuple[Path, Path]) -> dict:
     proc = subprocess.run(
         [str(python), str(PROBE), str(REPO_ROOT / "scripts"), str(dirs[0]), str(dirs[1])],
-        capture_output=True, text=True, timeout=900)
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("PROBE ")]
     assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads(lines[-1][len("PROBE "):])
+    return json.loads(lines[-1][len("PROBE ") :])
 
 
 @pytest.fixture(scope="session")
@@ -85,7 +88,9 @@ def test_patched_wheel_accepts_the_llama_heads_with_the_ids_they_declare(patched
     assert d["message"].endswith("vllm.model_executor.models.llama_eagle3.Eagle3LlamaForCausalLM")
     (ids,) = by_rule(res, "layer-ids-wheel")
     want = heads.IDS if name == "llama-top-level-ids" else [2, 4, 5]
-    assert ids["severity"] == "info" and ids["message"].startswith(f"this wheel will use ids {want}")
+    assert ids["severity"] == "info" and ids["message"].startswith(
+        f"this wheel will use ids {want}"
+    )
     assert patched["wheel"]["runner_ids"][name] == (heads.IDS if name == LLAMA[0] else None)
 
 
@@ -100,8 +105,10 @@ def test_nested_ids_follow_what_the_wheels_runner_reads(patched, name) -> None:
         assert ids["severity"] == "info", ids
     else:
         assert runner is None, runner
-        assert ids["severity"] == "error" and "will use ids [2, 4, 5] (the target's default)" \
-            in ids["message"], ids
+        assert (
+            ids["severity"] == "error"
+            and "will use ids [2, 4, 5] (the target's default)" in ids["message"]
+        ), ids
         assert ids["key"] == "eagle_config.eagle_aux_hidden_state_layer_ids"
     reads = patched["wheel"]["llama_eagle3_reads"]
     wheel31 = by_rule(res, "eagle31-wheel")
@@ -122,7 +129,8 @@ def test_nested_ids_follow_what_the_wheels_runner_reads(patched, name) -> None:
 def test_mla_heads_follow_the_wheels_registry(patched, name) -> None:
     wheel = patched["wheel"]
     served = wheel["registered"]["Eagle3DeepseekV2ForCausalLM"] and (
-        name != "mla-kimi_k2" or wheel["kimi_k2_config"])
+        name != "mla-kimi_k2" or wheel["kimi_k2_config"]
+    )
     res = patched["preflight"][name]
     (mla,) = by_rule(res, "mla")
     assert "kv_lora_rank 512" in mla["message"]
@@ -146,8 +154,10 @@ def test_the_deepseek_v3_mtp_trap_is_confirmed_by_the_wheel(which, request) -> N
     assert trap["key"] == "model_type"
     if which == "upstream" or probe["wheel"]["override_rewrites_deepseek_v3"]:
         assert trap["severity"] == "error"
-        assert "confirmed: this wheel rewrites it to deepseek_mtp ['DeepSeekMTPModel']" \
+        assert (
+            "confirmed: this wheel rewrites it to deepseek_mtp ['DeepSeekMTPModel']"
             in trap["message"]
+        )
         assert res["exit"] == 1
     else:
         assert trap["severity"] == "info" and "NOT rewritten" in trap["message"]
@@ -172,27 +182,44 @@ def test_unpatched_upstream_refuses_every_head(upstream, name) -> None:
 
 
 def _script(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(python), str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=900, env={**os.environ, "VLLM_LOGGING_LEVEL": "INFO"})
+    return subprocess.run(
+        [str(python), str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "VLLM_LOGGING_LEVEL": "INFO"},
+    )
 
 
-def test_the_copied_script_reports_json_on_stdout_in_the_patched_venv(patched_python,
-                                                                      pair_dirs) -> None:
+def test_the_copied_script_reports_json_on_stdout_in_the_patched_venv(
+    patched_python, pair_dirs
+) -> None:
     """vLLM's own log lines (INFO here) go to stderr; stdout stays one JSON object."""
     target, hd = pair_dirs
-    proc = _script(patched_python, "--model", str(target), "--drafter",
-                   str(hd / "llama-top-level-ids"), "--json")
+    proc = _script(
+        patched_python,
+        "--model",
+        str(target),
+        "--drafter",
+        str(hd / "llama-top-level-ids"),
+        "--json",
+    )
     assert "Traceback" not in proc.stderr
     data = json.loads(proc.stdout)
     assert proc.returncode == data["exit_code"] == 0, proc.stdout + proc.stderr[-2000:]
     assert {f["rule"] for f in data["findings"]} >= {
-        "target-eagle3", "speculative-config", "drafter-class", "layer-ids-wheel"}
+        "target-eagle3",
+        "speculative-config",
+        "drafter-class",
+        "layer-ids-wheel",
+    }
 
 
 def test_the_copied_script_fails_on_upstream(upstream_python, pair_dirs) -> None:
     target, hd = pair_dirs
-    proc = _script(upstream_python, "--model", str(target), "--drafter",
-                   str(hd / "llama-top-level-ids"))
+    proc = _script(
+        upstream_python, "--model", str(target), "--drafter", str(hd / "llama-top-level-ids")
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
     assert "Traceback" not in proc.stdout + proc.stderr
     assert proc.stdout.splitlines()[-1].endswith(": FAILED")

@@ -33,8 +33,6 @@ PARSER_DIRS = ("tool_parsers", "reasoning", "entrypoints")
 TARGET_SIDE = 5
 
 
-
-
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     r = tmp_path / "repo"
@@ -51,7 +49,11 @@ def root(tmp_path: Path) -> Path:
 
 def eagle3_only(root: Path) -> None:
     """Drop the streaming-parser patches from the copy, leaving the EAGLE-3 five."""
-    kept = [ln for ln in (root / "series").read_text().splitlines(keepends=True) if not ln.startswith(PARSER_DIRS)]
+    kept = [
+        ln
+        for ln in (root / "series").read_text().splitlines(keepends=True)
+        if not ln.startswith(PARSER_DIRS)
+    ]
     (root / "series").write_text("".join(kept))
     for d in PARSER_DIRS:
         shutil.rmtree(root / "patches" / d, ignore_errors=True)
@@ -69,7 +71,9 @@ def inputs(root: Path) -> dict[str, bytes]:
 def vpq(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "vpq", "--root", str(root), "rebase", *args],
-        capture_output=True, text=True, timeout=1800,
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
 
 
@@ -83,11 +87,13 @@ def resolve_allowlist_conflict(root: Path) -> None:
     m = re.search(r"\n        (\w+_supported) = \[\n.*?\n(        \]\n)", text, re.S)
     assert m, "no allowlist found"
     add = "".join(f'            "{n}",\n' for n in OUR_NAMES)
-    path.write_text(text[: m.start(2)] + add + text[m.start(2):])
+    path.write_text(text[: m.start(2)] + add + text[m.start(2) :])
     g.git(["add", SPECULATIVE], work)
 
 
-def test_0_17_1_to_0_18_1_absorbs_every_eagle3_patch_and_keeps_the_parser_patches(root: Path) -> None:
+def test_0_17_1_to_0_18_1_absorbs_every_eagle3_patch_and_keeps_the_parser_patches(
+    root: Path,
+) -> None:
     parsers = parser_patches(root)
     assert len(parsers) == 4
     proc = vpq(root, "0.18.1")
@@ -95,7 +101,9 @@ def test_0_17_1_to_0_18_1_absorbs_every_eagle3_patch_and_keeps_the_parser_patche
     print(proc.stdout)
     rows = [ln for ln in proc.stdout.splitlines() if ".patch" in ln]
     eagle3 = [r for r in rows if not r.strip().startswith(PARSER_DIRS)]
-    assert len(eagle3) == 5 and all(" absorbed " in r and "Applied-Upstream: 0.18.1" in r for r in eagle3)
+    assert len(eagle3) == 5 and all(
+        " absorbed " in r and "Applied-Upstream: 0.18.1" in r for r in eagle3
+    )
     signals = " ".join(eagle3)
     for signal in ("empty", "reverse-applies", "contract", "3-way merge conflicted"):
         assert signal in signals
@@ -103,7 +111,9 @@ def test_0_17_1_to_0_18_1_absorbs_every_eagle3_patch_and_keeps_the_parser_patche
     kept = [r for r in rows if r.strip().startswith(PARSER_DIRS)]
     assert len(kept) == 4 and all(" clean " in r or " rebased " in r for r in kept)
     assert series.read_series(root) == parsers
-    assert sorted(str(p.relative_to(root / "patches")) for p in (root / "patches").rglob("*.patch")) == sorted(parsers)
+    assert sorted(
+        str(p.relative_to(root / "patches")) for p in (root / "patches").rglob("*.patch")
+    ) == sorted(parsers)
     pin = lock.load(root)
     assert (pin.version, pin.tag, pin.commit) == ("0.18.1", "v0.18.1", "a26e8dc7f")
     assert pin.sdist.sha256 == "8d18eff1c4ed21eb8cf7a45a1d1b34752d5ec287e79186e451d5c2f797cacdb7"
@@ -123,7 +133,9 @@ def test_round_trip_0_17_0_and_back_is_clean_and_byte_identical(root: Path) -> N
     assert back.returncode == 0, back.stdout + back.stderr
     for out in (there.stdout, back.stdout):
         rows = [ln for ln in out.splitlines() if ".patch" in ln]
-        assert len(rows) == len(series.read_series(root)) == 9 and all(" clean " in r for r in rows), out
+        assert len(rows) == len(series.read_series(root)) == 9 and all(
+            " clean " in r for r in rows
+        ), out
     assert inputs(root) == start
 
 
@@ -135,7 +147,9 @@ def test_0_16_0_has_no_kimi_k2_reasoning_parser_so_the_full_series_cannot_move(r
     assert inputs(root) == start
 
 
-def test_0_16_0_conflict_stops_abort_restores_continue_finishes_and_back_is_identical(root: Path) -> None:
+def test_0_16_0_conflict_stops_abort_restores_continue_finishes_and_back_is_identical(
+    root: Path,
+) -> None:
     eagle3_only(root)  # the conflict and its resolution concern the EAGLE-3 allowlist
     start = inputs(root)
     stopped = vpq(root, "0.16.0", "--no-build")

@@ -37,18 +37,39 @@ def upstream_0_18_1_deepseek(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def upstream_0_23_0_deepseek_eagle3(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _extract("vllm-0_23_0", REF_EAGLE3, tmp_path_factory.mktemp("ref") / "deepseek_eagle3.py")
+    return _extract(
+        "vllm-0_23_0", REF_EAGLE3, tmp_path_factory.mktemp("ref") / "deepseek_eagle3.py"
+    )
 
 
 def run_semantics(python: Path, ref: Path, tmp_path: Path, ref_eagle3: Path) -> dict[str, str]:
     """Run tests/semantics with ``python``; return test id -> outcome."""
     xml = tmp_path / "junit.xml"
-    env = {**os.environ, "VPQ_SEMANTICS": "1", "VPQ_UPSTREAM_DEEPSEEK_V2": str(ref),
-           "VPQ_UPSTREAM_DEEPSEEK_EAGLE3": str(ref_eagle3), "VLLM_LOGGING_LEVEL": "ERROR"}
+    env = {
+        **os.environ,
+        "VPQ_SEMANTICS": "1",
+        "VPQ_UPSTREAM_DEEPSEEK_V2": str(ref),
+        "VPQ_UPSTREAM_DEEPSEEK_EAGLE3": str(ref_eagle3),
+        "VLLM_LOGGING_LEVEL": "ERROR",
+    }
     proc = subprocess.run(
-        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}",
-         "--rootdir", str(REPO_ROOT), str(REPO_ROOT / "tests/semantics")],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1200,
+        [
+            str(python),
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={xml}",
+            "--rootdir",
+            str(REPO_ROOT),
+            str(REPO_ROOT / "tests/semantics"),
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
     )
     assert xml.exists(), proc.stdout[-4000:] + proc.stderr[-4000:]
     outcomes = {}
@@ -56,7 +77,11 @@ def run_semantics(python: Path, ref: Path, tmp_path: Path, ref_eagle3: Path) -> 
         name = f"{case.get('classname')}::{case.get('name')}"
         kinds = {child.tag for child in case}
         outcomes[name] = (
-            "failed" if kinds & {"failure", "error"} else "skipped" if "skipped" in kinds else "passed"
+            "failed"
+            if kinds & {"failure", "error"}
+            else "skipped"
+            if "skipped" in kinds
+            else "passed"
         )
     return outcomes
 
@@ -64,7 +89,9 @@ def run_semantics(python: Path, ref: Path, tmp_path: Path, ref_eagle3: Path) -> 
 def test_semantic_tests_pass_on_the_patched_wheel(
     patched_python, upstream_0_18_1_deepseek, upstream_0_23_0_deepseek_eagle3, tmp_path
 ) -> None:
-    outcomes = run_semantics(patched_python, upstream_0_18_1_deepseek, tmp_path, upstream_0_23_0_deepseek_eagle3)
+    outcomes = run_semantics(
+        patched_python, upstream_0_18_1_deepseek, tmp_path, upstream_0_23_0_deepseek_eagle3
+    )
     assert len(outcomes) >= 30
     assert {k: v for k, v in outcomes.items() if v != "passed"} == {}
 
@@ -72,6 +99,8 @@ def test_semantic_tests_pass_on_the_patched_wheel(
 def test_every_semantic_test_fails_on_unpatched_upstream(
     upstream_python, upstream_0_18_1_deepseek, upstream_0_23_0_deepseek_eagle3, tmp_path
 ) -> None:
-    outcomes = run_semantics(upstream_python, upstream_0_18_1_deepseek, tmp_path, upstream_0_23_0_deepseek_eagle3)
+    outcomes = run_semantics(
+        upstream_python, upstream_0_18_1_deepseek, tmp_path, upstream_0_23_0_deepseek_eagle3
+    )
     assert len(outcomes) >= 30
     assert {k: v for k, v in outcomes.items() if v != "failed"} == {}

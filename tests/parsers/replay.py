@@ -7,7 +7,8 @@ server does (``vllm/entrypoints/openai/chat_completion/serving.py``,
 ``chat_completion_stream_generator``): for every delta it passes the previous
 and current text, the previous and current token ids and the delta, and keeps
 the same running state. (The hand-over from the reasoning parser to the tool
-parser is the server's own code; test_server_streaming.py drives that.) It then assembles the stream as an
+parser is the server's own code; test_server_streaming.py drives that.) It
+then assembles the stream as an
 OpenAI client does and compares it with the server's non-streaming path
 (``chat_completion_full_generator``: ``extract_reasoning``, then
 ``extract_tool_calls`` on the content).
@@ -116,15 +117,19 @@ def deltas(tokenizer: Any, ids: Sequence[int], k: int) -> list[tuple[str, list[i
         chunk = list(ids[n : n + k])
         before, after = decode(tokenizer, context), decode(tokenizer, context + chunk)
         assert after.startswith(before)
-        out.append((after[len(before):], chunk))
+        out.append((after[len(before) :], chunk))
     assert "".join(text for text, _ in out) == decode(tokenizer, ids)
     return out
 
 
-def _collect(result: Result, msg: DeltaMessage | None, index_ids: dict[int, dict[str, str]]) -> None:
+def _collect(
+    result: Result, msg: DeltaMessage | None, index_ids: dict[int, dict[str, str]]
+) -> None:
     if msg is None:
         return
-    result.reasoning += getattr(msg, "reasoning", None) or getattr(msg, "reasoning_content", None) or ""
+    result.reasoning += (
+        getattr(msg, "reasoning", None) or getattr(msg, "reasoning_content", None) or ""
+    )
     result.content += msg.content or ""
     for tc in msg.tool_calls or []:
         call = index_ids.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
@@ -222,7 +227,9 @@ def full(
     if tool is not None and content is not None:
         info = tool.extract_tool_calls(content, req)
         if info.tools_called:
-            result.calls = [Call(c.id or "", c.function.name, c.function.arguments) for c in info.tool_calls]
+            result.calls = [
+                Call(c.id or "", c.function.name, c.function.arguments) for c in info.tool_calls
+            ]
         content = info.content
     result.content = content or ""
     return result

@@ -74,9 +74,16 @@ def reference_parser() -> type:
         pytest.fail("VPQ_REFERENCE_SDIST is not set: run via tests/integration/test_parsers.py")
     parser_src, utils_src = _read(Path(path), PARSER, UTILS)
     assert "_sent_content_idx" in parser_src, "not the re-parsing parser of PR #38579"
-    (fn,) = [n for n in ast.parse(utils_src).body if isinstance(n, ast.FunctionDef) and n.name == "partial_tag_overlap"]
+    (fn,) = [
+        n
+        for n in ast.parse(utils_src).body
+        if isinstance(n, ast.FunctionDef) and n.name == "partial_tag_overlap"
+    ]
     helper_ns: dict[str, object] = {}
-    exec(compile(ast.get_source_segment(utils_src, fn) or "", f"{VERSION}:{UTILS}", "exec"), helper_ns)
+    exec(
+        compile(ast.get_source_segment(utils_src, fn) or "", f"{VERSION}:{UTILS}", "exec"),
+        helper_ns,
+    )
 
     module = types.ModuleType(f"vllm_{VERSION.replace('.', '_')}_kimi_k2_tool_parser")
     with pytest.MonkeyPatch.context() as mp:
@@ -111,7 +118,9 @@ def test_adjust_request_equals_0_20_0(tokenizer, reference_parser) -> None:
 
 
 @pytest.mark.parametrize("k", [1, 3, 8])
-def test_differs_from_0_20_0_on_the_singular_section_marker(tokenizer, reference_parser, k: int) -> None:
+def test_differs_from_0_20_0_on_the_singular_section_marker(
+    tokenizer, reference_parser, k: int
+) -> None:
     """0.20.0 streams the singular-marker section as plain content; we parse its calls."""
     (case,) = [c for c in CASES if c.name == "singular_section_marker"]
     ids = replay.encode(tokenizer, case.text)

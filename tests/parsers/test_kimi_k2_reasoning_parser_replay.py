@@ -20,7 +20,9 @@ KS = range(1, 9)
 
 @pytest.mark.parametrize("k", KS)
 @pytest.mark.parametrize("case", REASONING_CASES, ids=lambda c: c.name)
-def test_reasoning_alone_streams_what_the_non_streaming_parse_returns(tokenizer, case: ReasoningCase, k: int) -> None:
+def test_reasoning_alone_streams_what_the_non_streaming_parse_returns(
+    tokenizer, case: ReasoningCase, k: int
+) -> None:
     ids = replay.encode(tokenizer, case.text)
     req = replay.request(tools=None, tool_choice=None)
     streamed = replay.stream(tokenizer, ids, k, reasoning_parser_cls=KimiK2ReasoningParser, req=req)
@@ -28,4 +30,3 @@ def test_reasoning_alone_streams_what_the_non_streaming_parse_returns(tokenizer,
     assert streamed.errors == []
     assert whole.reasoning == case.reasoning
     assert (streamed.reasoning, streamed.content) == (whole.reasoning, whole.content)
-

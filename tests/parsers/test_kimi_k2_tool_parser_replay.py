@@ -23,7 +23,9 @@ KS = range(1, 9)
 
 @pytest.mark.parametrize("k", KS)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_streamed_calls_equal_the_encoded_and_the_non_streaming_calls(tokenizer, case: Case, k: int) -> None:
+def test_streamed_calls_equal_the_encoded_and_the_non_streaming_calls(
+    tokenizer, case: Case, k: int
+) -> None:
     ids = replay.encode(tokenizer, case.text)
     streamed = replay.stream(tokenizer, ids, k, tool_parser_cls=KimiK2ToolParser)
     whole = replay.full(tokenizer, ids, tool_parser_cls=KimiK2ToolParser)

@@ -85,40 +85,70 @@ class StandInEngine:
 
 def serving(*, reasoning: bool) -> OpenAIServingChat:
     engine = StandInEngine()
-    models = OpenAIServingModels(engine_client=engine, base_model_paths=[BaseModelPath(name=MODEL, model_path=MODEL)])
+    models = OpenAIServingModels(
+        engine_client=engine, base_model_paths=[BaseModelPath(name=MODEL, model_path=MODEL)]
+    )
     return OpenAIServingChat(
-        engine, models, "assistant",
-        request_logger=None, chat_template=None, chat_template_content_format="auto",
-        reasoning_parser="kimi_k2" if reasoning else "", enable_auto_tools=True, tool_parser="kimi_k2",
+        engine,
+        models,
+        "assistant",
+        request_logger=None,
+        chat_template=None,
+        chat_template_content_format="auto",
+        reasoning_parser="kimi_k2" if reasoning else "",
+        enable_auto_tools=True,
+        tool_parser="kimi_k2",
     )
 
 
-async def engine_steps(tokenizer: Any, ids: Sequence[int], k: int, finish: str) -> AsyncIterator[RequestOutput]:
+async def engine_steps(
+    tokenizer: Any, ids: Sequence[int], k: int, finish: str
+) -> AsyncIterator[RequestOutput]:
     """``RequestOutput`` deltas of ``k`` tokens each (``RequestOutputKind.DELTA``)."""
     steps = replay.deltas(tokenizer, ids, k)
     for n, (text, token_ids) in enumerate(steps):
         last = n == len(steps) - 1
         yield RequestOutput(
-            request_id="chatcmpl-test", prompt=None, prompt_token_ids=[1, 2, 3], prompt_logprobs=None,
-            outputs=[CompletionOutput(
-                index=0, text=text, token_ids=token_ids, cumulative_logprob=None, logprobs=None,
-                finish_reason=finish if last else None, stop_reason=None,
-            )],
+            request_id="chatcmpl-test",
+            prompt=None,
+            prompt_token_ids=[1, 2, 3],
+            prompt_logprobs=None,
+            outputs=[
+                CompletionOutput(
+                    index=0,
+                    text=text,
+                    token_ids=token_ids,
+                    cumulative_logprob=None,
+                    logprobs=None,
+                    finish_reason=finish if last else None,
+                    stop_reason=None,
+                )
+            ],
             finished=last,
         )
 
 
-def run_server(tokenizer: Any, text: str, k: int, *, reasoning: bool, finish: str = "stop") -> tuple[replay.Result, list[str]]:
+def run_server(
+    tokenizer: Any, text: str, k: int, *, reasoning: bool, finish: str = "stop"
+) -> tuple[replay.Result, list[str]]:
     """Stream ``text`` through the server; the assembled result and the finish reasons sent."""
     chat = serving(reasoning=reasoning)
     req = chat.tool_parser(tokenizer).adjust_request(replay.request())
     ids = replay.encode(tokenizer, text)
-    parser = chat.reasoning_parser_cls(tokenizer) if reasoning and chat.reasoning_parser_cls else None
+    parser = (
+        chat.reasoning_parser_cls(tokenizer) if reasoning and chat.reasoning_parser_cls else None
+    )
 
     async def collect() -> list[str]:
         gen = chat.chat_completion_stream_generator(
-            req, engine_steps(tokenizer, ids, k, finish), "chatcmpl-test", MODEL, [], tokenizer,
-            RequestResponseMetadata(request_id="chatcmpl-test"), reasoning_parser=parser,
+            req,
+            engine_steps(tokenizer, ids, k, finish),
+            "chatcmpl-test",
+            MODEL,
+            [],
+            tokenizer,
+            RequestResponseMetadata(request_id="chatcmpl-test"),
+            reasoning_parser=parser,
         )
         return [chunk async for chunk in gen]
 
@@ -148,7 +178,9 @@ def run_server(tokenizer: Any, text: str, k: int, *, reasoning: bool, finish: st
 @pytest.mark.parametrize("k", KS)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_server_streams_the_encoded_tool_calls(tokenizer, case: Case, k: int) -> None:
-    got, finishes = run_server(tokenizer, case.text, k, reasoning=False, finish="length" if case.cut else "stop")
+    got, finishes = run_server(
+        tokenizer, case.text, k, reasoning=False, finish="length" if case.cut else "stop"
+    )
     assert got.content == case.content
     if case.cut:
         assert case.partial is not None
@@ -165,4 +197,8 @@ def test_server_streams_the_encoded_tool_calls(tokenizer, case: Case, k: int) ->
 @pytest.mark.parametrize("case", REASONING_CASES, ids=lambda c: c.name)
 def test_server_streams_reasoning_then_tool_calls(tokenizer, case: ReasoningCase, k: int) -> None:
     got, _ = run_server(tokenizer, case.text, k, reasoning=True)
-    assert (got.reasoning, got.content, got.calls) == (case.reasoning, case.content, list(case.calls))
+    assert (got.reasoning, got.content, got.calls) == (
+        case.reasoning,
+        case.content,
+        list(case.calls),
+    )

@@ -40,7 +40,9 @@ def ensure_distributed() -> None:
     global _DIST_READY
     if not _DIST_READY:
         init_distributed_environment(
-            world_size=1, rank=0, local_rank=0,
+            world_size=1,
+            rank=0,
+            local_rank=0,
             distributed_init_method=f"tcp://127.0.0.1:{stubs.free_port()}",
             backend="gloo",
         )
@@ -55,7 +57,9 @@ def distributed() -> Callable[[], None]:
 
 
 @pytest.fixture
-def make_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[int], object]]:
+def make_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[[int], object]]:
     """``make_model(num_layers)`` -> a real ``DeepseekV3ForCausalLM`` built by
     its own ``__init__``, with stub layers, embedding and norm."""
     monkeypatch.setattr(ds, "DeepseekV2DecoderLayer", stubs.StubDecoderLayer)

@@ -47,7 +47,9 @@ def layer_fn(idx: int, stream: torch.Tensor) -> torch.Tensor:
 class StubDecoderLayer(nn.Module):
     """A decoder layer with the real one's residual contract."""
 
-    def __init__(self, vllm_config: object, prefix: str, topk_indices_buffer: object = None) -> None:
+    def __init__(
+        self, vllm_config: object, prefix: str, topk_indices_buffer: object = None
+    ) -> None:
         super().__init__()
         self.idx = int(prefix.rsplit(".", 1)[-1])
         self.mlp = nn.Identity()  # not a DeepseekV2MoE: a dense layer to set_moe_parameters

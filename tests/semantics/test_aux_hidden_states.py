@@ -84,7 +84,9 @@ def test_clearing_aux_layers_restores_the_plain_forward(make_model) -> None:
 
 
 @pytest.mark.parametrize("num_layers, expected", [(8, (2, 4, 5)), (61, (2, 30, 58))])
-def test_default_layers_are_two_half_and_n_minus_three(make_model, num_layers: int, expected) -> None:
+def test_default_layers_are_two_half_and_n_minus_three(
+    make_model, num_layers: int, expected
+) -> None:
     """61 decoder layers is Kimi-K2.5's (DeepSeek-V3's) depth."""
     assert make_model(num_layers).get_eagle3_aux_hidden_state_layers() == expected
 
@@ -101,13 +103,19 @@ def test_a_repeated_id_raises_value_error(make_model) -> None:
         make_model(N).set_aux_hidden_state_layers((2, 2))
 
 
-def test_pp_last_rank_returns_carried_states_then_its_own_for_global_ids(make_model, pp_rank) -> None:
+def test_pp_last_rank_returns_carried_states_then_its_own_for_global_ids(
+    make_model, pp_rank
+) -> None:
     model = make_model(N)
     streams = stubs.oracle_streams(IDS, N)
     pp_rank(model, 4, N, first=False, last=True)
     model.set_aux_hidden_state_layers((2, 5, 8))  # 2 lives on the previous rank
     inter = IntermediateTensors(
-        {"hidden_states": streams[4] - streams[3], "residual": streams[3], "aux_hidden_states_2": streams[2]}
+        {
+            "hidden_states": streams[4] - streams[3],
+            "residual": streams[3],
+            "aux_hidden_states_2": streams[2],
+        }
     )
     hidden, aux = run(model, intermediate_tensors=inter)
     assert len(aux) == 3
@@ -122,8 +130,12 @@ def test_pp_last_rank_returns_a_tuple_even_if_no_id_falls_on_its_slice(make_mode
     pp_rank(model, 4, N, first=False, last=True)
     model.set_aux_hidden_state_layers((1, 2))
     inter = IntermediateTensors(
-        {"hidden_states": streams[4] - streams[3], "residual": streams[3],
-         "aux_hidden_states_1": streams[1], "aux_hidden_states_2": streams[2]}
+        {
+            "hidden_states": streams[4] - streams[3],
+            "residual": streams[3],
+            "aux_hidden_states_1": streams[1],
+            "aux_hidden_states_2": streams[2],
+        }
     )
     out = run(model, intermediate_tensors=inter)
     assert isinstance(out, tuple) and len(out[1]) == 2
@@ -157,7 +169,9 @@ def test_kimi_k25_wrapper_declares_the_eagle3_interface() -> None:
 
 def test_kimi_k25_wrapper_methods_are_not_the_protocol_stubs() -> None:
     for name in ("set_aux_hidden_state_layers", "get_eagle3_aux_hidden_state_layers"):
-        assert getattr(KimiK25ForConditionalGeneration, name) is not getattr(SupportsEagle3, name), name
+        assert getattr(KimiK25ForConditionalGeneration, name) is not getattr(
+            SupportsEagle3, name
+        ), name
 
 
 def test_kimi_k25_wrapper_delegates_set_and_get_to_the_language_model(make_model) -> None:

@@ -84,7 +84,9 @@ def test_last_stage_aux_equals_a_single_stage_run(make_model, pp_rank, num_stage
     torch.testing.assert_close(hidden, hidden_1, rtol=0, atol=0)
 
 
-def test_kimi_k25_wrapper_last_stage_aux_equals_the_oracle_over_three_stages(make_model, pp_rank) -> None:
+def test_kimi_k25_wrapper_last_stage_aux_equals_the_oracle_over_three_stages(
+    make_model, pp_rank
+) -> None:
     lm = make_model(N)
     (_, aux), _ = run_pipeline(lm, pp_rank, SPLITS[3], (2, 4, 5), outer=_wrapper(lm))
     streams = stubs.oracle_streams(IDS, N)
@@ -98,11 +100,16 @@ def test_each_stage_sends_every_state_collected_so_far_by_global_id(make_model, 
     _, sent = run_pipeline(make_model(N), pp_rank, SPLITS[3], (0, 3, 6, 8))
     streams = stubs.oracle_streams(IDS, N)
     assert sorted(sent[0].tensors) == ["aux_hidden_states_0", "hidden_states", "residual"]
-    assert sorted(sent[1].tensors) == ["aux_hidden_states_0", "aux_hidden_states_3", "hidden_states", "residual"]
+    assert sorted(sent[1].tensors) == [
+        "aux_hidden_states_0",
+        "aux_hidden_states_3",
+        "hidden_states",
+        "residual",
+    ]
     for out in sent:
         for k, v in out.items():
             if k.startswith(KEY):
-                torch.testing.assert_close(v, streams[int(k[len(KEY):])], rtol=0, atol=0)
+                torch.testing.assert_close(v, streams[int(k[len(KEY) :])], rtol=0, atol=0)
                 assert tuple(v.shape) == (len(IDS), stubs.HIDDEN)
 
 
@@ -113,8 +120,15 @@ def test_receive_buffer_has_a_key_per_id_below_the_stage_start(make_model, pp_ra
     model = make_model(N)
     pp_rank(model, 4, N, first=False, last=True)
     model.set_aux_hidden_state_layers((8, 2, 5, 0))
-    buf = model.make_empty_intermediate_tensors(batch_size=7, dtype=torch.float32, device=torch.device("cpu"))
-    assert sorted(buf.tensors) == ["aux_hidden_states_0", "aux_hidden_states_2", "hidden_states", "residual"]
+    buf = model.make_empty_intermediate_tensors(
+        batch_size=7, dtype=torch.float32, device=torch.device("cpu")
+    )
+    assert sorted(buf.tensors) == [
+        "aux_hidden_states_0",
+        "aux_hidden_states_2",
+        "hidden_states",
+        "residual",
+    ]
     assert tuple(buf["aux_hidden_states_2"].shape) == (7, stubs.HIDDEN)
     assert buf["aux_hidden_states_2"].dtype == torch.float32
 
@@ -128,7 +142,11 @@ def test_runner_sets_aux_ids_on_stages_without_the_drafter() -> None:
     method = gmr.GPUModelRunner._stage_forwards_eagle3_aux_states
 
     def runner(method_name, eagle_config=None):  # type: ignore[no-untyped-def]
-        hf = SimpleNamespace(eagle_config=eagle_config) if eagle_config is not None else SimpleNamespace()
+        hf = (
+            SimpleNamespace(eagle_config=eagle_config)
+            if eagle_config is not None
+            else SimpleNamespace()
+        )
         spec = SimpleNamespace(method=method_name, draft_model_config=SimpleNamespace(hf_config=hf))
         return SimpleNamespace(speculative_config=spec)
 
@@ -148,10 +166,16 @@ def test_runner_sets_aux_ids_on_stages_without_the_drafter() -> None:
 
 def _drafter(dest: Path, eagle_config: dict[str, object] | None = None) -> str:
     cfg: dict[str, object] = {
-        "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama",
-        "hidden_size": stubs.HIDDEN, "intermediate_size": 32, "num_attention_heads": 2,
-        "num_key_value_heads": 2, "num_hidden_layers": 1, "vocab_size": 128,
-        "max_position_embeddings": 256, "torch_dtype": "float32",
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        "hidden_size": stubs.HIDDEN,
+        "intermediate_size": 32,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 1,
+        "vocab_size": 128,
+        "max_position_embeddings": 256,
+        "torch_dtype": "float32",
         "eagle_aux_hidden_state_layer_ids": [1, 2, 3],
     }
     if eagle_config is not None:
@@ -163,9 +187,15 @@ def _drafter(dest: Path, eagle_config: dict[str, object] | None = None) -> str:
 
 def _llama_target(dest: Path) -> str:
     cfg = {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": stubs.HIDDEN,
-        "intermediate_size": 32, "num_attention_heads": 2, "num_key_value_heads": 2,
-        "num_hidden_layers": 4, "vocab_size": 128, "max_position_embeddings": 256,
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": stubs.HIDDEN,
+        "intermediate_size": 32,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 4,
+        "vocab_size": 128,
+        "max_position_embeddings": 256,
         "torch_dtype": "float32",
     }
     dest.mkdir(parents=True, exist_ok=True)
@@ -186,18 +216,32 @@ def _spec(target: str, drafter: str, pp: int, **kw: object):  # type: ignore[no-
     )
 
 
-def test_config_refuses_eagle3_over_pipeline_parallel_only_where_aux_cannot_travel(tmp_path) -> None:
+def test_config_refuses_eagle3_over_pipeline_parallel_only_where_aux_cannot_travel(
+    tmp_path,
+) -> None:
     """One clear message at config time instead of a shape error in the
     drafter's ``fc`` at the first request (a Llama target here drops the
     earlier stages' states)."""
-    with pytest.raises(ValueError, match=r"pipeline_parallel_size=2 is only supported for .*deepseek_v3.*model_type='llama'"):
+    with pytest.raises(
+        ValueError,
+        match=r"pipeline_parallel_size=2 is only supported for .*deepseek_v3.*model_type='llama'",
+    ):
         _spec(_llama_target(tmp_path / "llama"), _drafter(tmp_path / "d"), pp=2)
     # DeepSeek targets carry the states; a head that reads no aux states,
     # or a single stage, needs nothing carried.
     target = str(stubs.write_text_config(tmp_path / "ds", N))
-    assert _spec(target, _drafter(tmp_path / "d"), pp=2).target_parallel_config.pipeline_parallel_size == 2
-    _spec(_llama_target(tmp_path / "llama"), _drafter(tmp_path / "d2", {"use_aux_hidden_state": False}), pp=2)
-    assert _spec(_llama_target(tmp_path / "llama"), _drafter(tmp_path / "d3"), pp=1).method == "eagle3"
+    assert (
+        _spec(target, _drafter(tmp_path / "d"), pp=2).target_parallel_config.pipeline_parallel_size
+        == 2
+    )
+    _spec(
+        _llama_target(tmp_path / "llama"),
+        _drafter(tmp_path / "d2", {"use_aux_hidden_state": False}),
+        pp=2,
+    )
+    assert (
+        _spec(_llama_target(tmp_path / "llama"), _drafter(tmp_path / "d3"), pp=1).method == "eagle3"
+    )
 
 
 def test_drafter_layers_are_numbered_after_all_target_layers_on_the_last_stage() -> None:

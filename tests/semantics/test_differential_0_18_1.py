@@ -33,7 +33,9 @@ N = 5
 def upstream_forward():  # type: ignore[no-untyped-def]
     path = os.environ.get("VPQ_UPSTREAM_DEEPSEEK_V2")
     if not path:
-        pytest.fail("VPQ_UPSTREAM_DEEPSEEK_V2 is not set: run via tests/integration/test_semantics.py")
+        pytest.fail(
+            "VPQ_UPSTREAM_DEEPSEEK_V2 is not set: run via tests/integration/test_semantics.py"
+        )
     tree = ast.parse(Path(path).read_text())
     (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "DeepseekV2Model"]
     (fn,) = [n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"]
@@ -82,7 +84,9 @@ def test_matches_0_18_1_after_aux_layers_are_cleared(make_model, upstream_forwar
     assert_same(ours, theirs)
 
 
-def test_matches_0_18_1_on_a_pp_last_rank_holding_the_ids(make_model, pp_rank, upstream_forward) -> None:
+def test_matches_0_18_1_on_a_pp_last_rank_holding_the_ids(
+    make_model, pp_rank, upstream_forward
+) -> None:
     model = make_model(N)
     streams = stubs.oracle_streams(IDS, N)
     pp_rank(model, 2, N, first=False, last=True)
@@ -105,7 +109,9 @@ def test_differs_from_0_18_1_at_id_zero_where_0_18_1_crashes(make_model, upstrea
     torch.testing.assert_close(aux[1], streams[2], rtol=0, atol=0)
 
 
-def test_differs_from_0_18_1_by_returning_id_n_which_0_18_1_silently_drops(make_model, upstream_forward) -> None:
+def test_differs_from_0_18_1_by_returning_id_n_which_0_18_1_silently_drops(
+    make_model, upstream_forward
+) -> None:
     """Deliberate: 0.18.1 collects only ids entering a layer, so id N (the
     stream after the last layer) is dropped and the drafter gets fewer states
     than it was configured for. We return it."""
@@ -127,8 +133,12 @@ def test_differs_from_0_18_1_on_a_pp_last_rank_by_returning_the_earlier_stages_s
     streams = stubs.oracle_streams(IDS, N)
     pp_rank(model, 3, N, first=False, last=True)
     inter = IntermediateTensors(
-        {"hidden_states": streams[3] - streams[2], "residual": streams[2],
-         "aux_hidden_states_0": streams[0], "aux_hidden_states_1": streams[1]}
+        {
+            "hidden_states": streams[3] - streams[2],
+            "residual": streams[2],
+            "aux_hidden_states_0": streams[0],
+            "aux_hidden_states_1": streams[1],
+        }
     )
     ours, theirs = both(model, upstream_forward, (0, 1), intermediate_tensors=inter)
     assert isinstance(ours, tuple) and len(ours[1]) == 2

@@ -36,15 +36,31 @@ def _runner(max_seq_len: int, dp: int, padded: bool = True):  # type: ignore[no-
     drafter.dummy_run = lambda num_tokens, **kw: calls.append(("dummy_run", num_tokens))  # type: ignore[method-assign]
     r = object.__new__(GPUModelRunner)
     attn = SimpleNamespace(max_seq_len=max_seq_len)
-    r.execute_model_state = (SimpleNamespace(total_num_scheduled_tokens=1), None, None, attn,
-                             None, None, None, None, None, None)
-    r._sample = lambda logits, meta: SimpleNamespace(sampled_token_ids=torch.zeros(1, 1, dtype=torch.int32))
+    r.execute_model_state = (
+        SimpleNamespace(total_num_scheduled_tokens=1),
+        None,
+        None,
+        attn,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+    )
+    r._sample = lambda logits, meta: SimpleNamespace(
+        sampled_token_ids=torch.zeros(1, 1, dtype=torch.int32)
+    )
     r._update_states_after_model_execute = lambda *a: None
     r.use_async_scheduling = False
-    r.input_batch = SimpleNamespace(prev_sampled_token_ids=None, req_ids=["r0"], sampling_metadata=None)
+    r.input_batch = SimpleNamespace(
+        prev_sampled_token_ids=None, req_ids=["r0"], sampling_metadata=None
+    )
     r.speculative_config = SimpleNamespace(
-        use_eagle=lambda: True, uses_draft_model=lambda: False,
-        uses_extract_hidden_states=lambda: False, disable_padded_drafter_batch=not padded,
+        use_eagle=lambda: True,
+        uses_draft_model=lambda: False,
+        uses_extract_hidden_states=lambda: False,
+        disable_padded_drafter_batch=not padded,
     )
     r.drafter = drafter
     r.num_spec_tokens = NUM_SPEC
@@ -73,10 +89,14 @@ def test_dp_rank_near_max_model_len_takes_the_dummy_drafter_run(padded: bool) ->
 
 @pytest.mark.parametrize(
     "max_seq_len, dp, expected",
-    [(MAX_MODEL_LEN - NUM_SPEC, 2, [("propose", None)]),  # fits: the real drafter runs
-     (MAX_MODEL_LEN - NUM_SPEC + 1, 1, [])],  # no DP: nothing to keep in step
+    [
+        (MAX_MODEL_LEN - NUM_SPEC, 2, [("propose", None)]),  # fits: the real drafter runs
+        (MAX_MODEL_LEN - NUM_SPEC + 1, 1, []),
+    ],  # no DP: nothing to keep in step
 )
-def test_dummy_drafter_run_only_where_a_dp_rank_skips_the_drafter(max_seq_len, dp, expected) -> None:
+def test_dummy_drafter_run_only_where_a_dp_rank_skips_the_drafter(
+    max_seq_len, dp, expected
+) -> None:
     """Pins the rule's edges; with the first test, fails where the dummy run
     is missing."""
     r, calls = _runner(max_seq_len=max_seq_len, dp=dp)

@@ -31,8 +31,13 @@ def _config(tmp_path, **kw):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize(
     "given, parsed",
-    [("FLASH_ATTN", AttentionBackendEnum.FLASH_ATTN), ("flash_attn", AttentionBackendEnum.FLASH_ATTN),
-     ("auto", None), (None, None), (AttentionBackendEnum.TRITON_ATTN, AttentionBackendEnum.TRITON_ATTN)],
+    [
+        ("FLASH_ATTN", AttentionBackendEnum.FLASH_ATTN),
+        ("flash_attn", AttentionBackendEnum.FLASH_ATTN),
+        ("auto", None),
+        (None, None),
+        (AttentionBackendEnum.TRITON_ATTN, AttentionBackendEnum.TRITON_ATTN),
+    ],
 )
 def test_attention_backend_parses_names_auto_and_members(tmp_path, given, parsed) -> None:
     assert _config(tmp_path, attention_backend=given).attention_backend is parsed
@@ -52,7 +57,9 @@ def _load_drafter_with_target_backend(tmp_path, monkeypatch, target_backend, **k
 
     seen = []
     monkeypatch.setattr(
-        eagle, "get_model", lambda *, vllm_config, **_: seen.append(vllm_config.attention_config.backend)
+        eagle,
+        "get_model",
+        lambda *, vllm_config, **_: seen.append(vllm_config.attention_config.backend),
     )
     vllm_config = SimpleNamespace(attention_config=AttentionConfig(backend=target_backend))
     proposer = SimpleNamespace(vllm_config=vllm_config, speculative_config=_config(tmp_path, **kw))
@@ -61,7 +68,9 @@ def _load_drafter_with_target_backend(tmp_path, monkeypatch, target_backend, **k
 
 
 def test_drafter_does_not_inherit_a_pinned_mla_backend(tmp_path, monkeypatch) -> None:
-    drafter, target = _load_drafter_with_target_backend(tmp_path, monkeypatch, AttentionBackendEnum.TRITON_MLA)
+    drafter, target = _load_drafter_with_target_backend(
+        tmp_path, monkeypatch, AttentionBackendEnum.TRITON_MLA
+    )
     assert drafter is None  # selected for the drafter's own (GQA) shape
     assert target is AttentionBackendEnum.TRITON_MLA  # the target keeps its pin
 
@@ -87,12 +96,15 @@ def test_speculative_attention_backend_reaches_the_backend_selector(tmp_path, mo
 
     seen = []
     monkeypatch.setattr(
-        eagle, "get_model",
+        eagle,
+        "get_model",
         lambda **_: seen.append(get_current_vllm_config().attention_config.backend),
     )
     vc = VllmConfig(device_config=DeviceConfig(device="cpu"))
     vc.attention_config.backend = AttentionBackendEnum.TRITON_MLA
-    proposer = SimpleNamespace(vllm_config=vc, speculative_config=_config(tmp_path, attention_backend="triton_attn"))
+    proposer = SimpleNamespace(
+        vllm_config=vc, speculative_config=_config(tmp_path, attention_backend="triton_attn")
+    )
     with set_current_vllm_config(vc):
         eagle.EagleProposer._get_model(proposer)
     assert seen == [AttentionBackendEnum.TRITON_ATTN]

@@ -37,7 +37,9 @@ class StubLlamaModel(nn.Module):
         self.use_aux_hidden_state = True
 
 
-def test_quantized_lm_head_checkpoint_maps_onto_the_drafters_head(make_model, tmp_path, monkeypatch) -> None:
+def test_quantized_lm_head_checkpoint_maps_onto_the_drafters_head(
+    make_model, tmp_path, monkeypatch
+) -> None:
     from safetensors.torch import save_file
     from transformers import LlamaConfig
     from vllm.model_executor.layers.quantization.cpu_wna16 import CPUAWQConfig
@@ -45,7 +47,9 @@ def test_quantized_lm_head_checkpoint_maps_onto_the_drafters_head(make_model, tm
     from vllm.model_executor.models import llama_eagle3
 
     make_model(4)  # sets up the single-process distributed state the head needs
-    quant = CPUAWQConfig.from_config({"bits": 4, "group_size": 32, "zero_point": True, "lm_head": True})
+    quant = CPUAWQConfig.from_config(
+        {"bits": 4, "group_size": 32, "zero_point": True, "lm_head": True}
+    )
     monkeypatch.setattr(llama_eagle3, "LlamaModel", StubLlamaModel)
     monkeypatch.setattr(llama_eagle3, "get_draft_quant_config", lambda vllm_config: quant)
     hf = LlamaConfig(hidden_size=64, vocab_size=128, num_hidden_layers=1, num_attention_heads=2)
@@ -53,7 +57,9 @@ def test_quantized_lm_head_checkpoint_maps_onto_the_drafters_head(make_model, tm
         speculative_config=SimpleNamespace(
             draft_model_config=SimpleNamespace(hf_config=hf), parallel_drafting=False
         ),
-        model_config=SimpleNamespace(get_total_num_hidden_layers=lambda: 4, get_num_layers=lambda _: 4),
+        model_config=SimpleNamespace(
+            get_total_num_hidden_layers=lambda: 4, get_num_layers=lambda _: 4
+        ),
         parallel_config=None,
     )
     drafter = _build(llama_eagle3, vllm_config)
@@ -72,7 +78,9 @@ def test_quantized_lm_head_checkpoint_maps_onto_the_drafters_head(make_model, tm
     assert "lm_head.weight" not in params
     for name in ("qweight", "qzeros", "scales"):
         got = params[f"lm_head.{name}"].data
-        torch.testing.assert_close(got.to(ckpt[f"lm_head.{name}"].dtype), ckpt[f"lm_head.{name}"], rtol=0, atol=0)
+        torch.testing.assert_close(
+            got.to(ckpt[f"lm_head.{name}"].dtype), ckpt[f"lm_head.{name}"], rtol=0, atol=0
+        )
     assert torch.equal(drafter.draft_id_to_target_id.data, ckpt["d2t"])
 
 
@@ -88,8 +96,12 @@ def test_unquantized_drafter_head_keeps_a_plain_weight(make_model, monkeypatch) 
     monkeypatch.setattr(llama_eagle3, "get_draft_quant_config", lambda vllm_config: seen.append(1))
     hf = LlamaConfig(hidden_size=64, vocab_size=128, num_hidden_layers=1, num_attention_heads=2)
     vllm_config = SimpleNamespace(
-        speculative_config=SimpleNamespace(draft_model_config=SimpleNamespace(hf_config=hf), parallel_drafting=False),
-        model_config=SimpleNamespace(get_total_num_hidden_layers=lambda: 4, get_num_layers=lambda _: 4),
+        speculative_config=SimpleNamespace(
+            draft_model_config=SimpleNamespace(hf_config=hf), parallel_drafting=False
+        ),
+        model_config=SimpleNamespace(
+            get_total_num_hidden_layers=lambda: 4, get_num_layers=lambda _: 4
+        ),
         parallel_config=None,
     )
     drafter = _build(llama_eagle3, vllm_config)

@@ -54,7 +54,10 @@ def _scheduler(tmp_path, chunk: int):  # type: ignore[no-untyped-def]
         speculative_config=_spec(target, _drafter(tmp_path / "drafter"), pp=1),
         device_config=DeviceConfig(device="cpu"),
         scheduler_config=SchedulerConfig(
-            max_num_batched_tokens=chunk, max_num_seqs=4, max_model_len=256, is_encoder_decoder=False,
+            max_num_batched_tokens=chunk,
+            max_num_seqs=4,
+            max_model_len=256,
+            is_encoder_decoder=False,
             enable_chunked_prefill=True,
         ),
         cache_config=CacheConfig(block_size=16, enable_prefix_caching=False),
@@ -62,9 +65,15 @@ def _scheduler(tmp_path, chunk: int):  # type: ignore[no-untyped-def]
     )
     vc.cache_config.num_gpu_blocks = 64
     spec = FullAttentionSpec(block_size=16, num_kv_heads=1, head_size=16, dtype=torch.float32)
-    kv = KVCacheConfig(num_blocks=64, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)])
-    sched = Scheduler(vllm_config=vc, kv_cache_config=kv, structured_output_manager=StructuredOutputManager(vc),
-                      block_size=16)
+    kv = KVCacheConfig(
+        num_blocks=64, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)]
+    )
+    sched = Scheduler(
+        vllm_config=vc,
+        kv_cache_config=kv,
+        structured_output_manager=StructuredOutputManager(vc),
+        block_size=16,
+    )
     assert sched.use_eagle
     sched.encoder_cache_manager = EncoderCacheManager(cache_size=64)
     sched.max_num_encoder_input_tokens = 64
@@ -77,11 +86,18 @@ def _image_request():  # type: ignore[no-untyped-def]
     from vllm.v1.request import Request
 
     feature = MultiModalFeatureSpec(
-        data=MultiModalKwargsItem.dummy(), modality="image", identifier="img0",
+        data=MultiModalKwargsItem.dummy(),
+        modality="image",
+        identifier="img0",
         mm_position=PlaceholderRange(offset=IMAGE_OFFSET, length=IMAGE_LEN),
     )
-    return Request(request_id="r0", prompt_token_ids=[5] * PROMPT_LEN,
-                   sampling_params=SamplingParams(max_tokens=4), pooling_params=None, mm_features=[feature])
+    return Request(
+        request_id="r0",
+        prompt_token_ids=[5] * PROMPT_LEN,
+        sampling_params=SamplingParams(max_tokens=4),
+        pooling_params=None,
+        mm_features=[feature],
+    )
 
 
 def test_scheduler_keeps_the_image_cached_until_the_drafter_lookahead_passes_it(tmp_path) -> None:
@@ -100,7 +116,9 @@ def test_scheduler_keeps_the_image_cached_until_the_drafter_lookahead_passes_it(
 
     second = sched.schedule()
     assert second.num_scheduled_tokens == {"r0": PROMPT_LEN - IMAGE_OFFSET - IMAGE_LEN}
-    assert manager.cached["img0"] == set() and "img0" in manager.freeable  # the look-ahead passed it
+    assert (
+        manager.cached["img0"] == set() and "img0" in manager.freeable
+    )  # the look-ahead passed it
 
 
 def test_drafter_gather_skips_an_image_only_its_lookahead_reaches(monkeypatch) -> None:
@@ -110,8 +128,12 @@ def test_drafter_gather_skips_an_image_only_its_lookahead_reaches(monkeypatch) -
     from vllm.multimodal.inputs import MultiModalFeatureSpec, PlaceholderRange
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
-    feature = MultiModalFeatureSpec(data=None, modality="image", identifier="img0",
-                                    mm_position=PlaceholderRange(offset=8, length=16))
+    feature = MultiModalFeatureSpec(
+        data=None,
+        modality="image",
+        identifier="img0",
+        mm_position=PlaceholderRange(offset=8, length=16),
+    )
     mask = torch.zeros(64, dtype=torch.bool)
     buf = SimpleNamespace(cpu=mask, copy_to_gpu=lambda n: mask[:n])
     r = object.__new__(GPUModelRunner)

@@ -66,29 +66,61 @@ def build(module, tmp_path: Path, distributed, norm_output: bool):  # type: igno
     target = stubs.write_text_config(tmp_path / "target", 4)
     head = tmp_path / "head"
     head.mkdir(parents=True, exist_ok=True)
-    (head / "config.json").write_text(json.dumps({
-        "model_type": "llama", "architectures": ["LlamaForCausalLMEagle3"],
-        "hidden_size": H, "target_hidden_size": H, "intermediate_size": 32, "num_hidden_layers": 1,
-        "num_attention_heads": 2, "num_key_value_heads": 2, "vocab_size": VOCAB, "draft_vocab_size": VOCAB,
-        "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "torch_dtype": "float32",
-        "tie_word_embeddings": False, "fc_norm": True, "norm_output": norm_output,
-        "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2, 3], "use_aux_hidden_state": True},
-    }))
+    (head / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "architectures": ["LlamaForCausalLMEagle3"],
+                "hidden_size": H,
+                "target_hidden_size": H,
+                "intermediate_size": 32,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 2,
+                "vocab_size": VOCAB,
+                "draft_vocab_size": VOCAB,
+                "max_position_embeddings": 256,
+                "rms_norm_eps": 1e-6,
+                "torch_dtype": "float32",
+                "tie_word_embeddings": False,
+                "fc_norm": True,
+                "norm_output": norm_output,
+                "eagle_config": {
+                    "eagle_aux_hidden_state_layer_ids": [1, 2, 3],
+                    "use_aux_hidden_state": True,
+                },
+            }
+        )
+    )
     mc = ModelConfig(model=str(target), skip_tokenizer_init=True, dtype="float32")
-    sc = SpeculativeConfig(target_model_config=mc, target_parallel_config=ParallelConfig(),
-                           method="eagle3", model=str(head), num_speculative_tokens=2)
-    vc = VllmConfig(model_config=mc, speculative_config=sc, device_config=DeviceConfig(device="cpu"),
-                    compilation_config=CompilationConfig(mode=CompilationMode.NONE))
+    sc = SpeculativeConfig(
+        target_model_config=mc,
+        target_parallel_config=ParallelConfig(),
+        method="eagle3",
+        model=str(head),
+        num_speculative_tokens=2,
+    )
+    vc = VllmConfig(
+        model_config=mc,
+        speculative_config=sc,
+        device_config=DeviceConfig(device="cpu"),
+        compilation_config=CompilationConfig(mode=CompilationMode.NONE),
+    )
     g = torch.Generator().manual_seed(11)
-    save_file({
-        "fc.weight": torch.randn(H, N_AUX * H, generator=g) * 0.2,
-        **{f"fc_norm.{i}.weight": 1.0 + 0.5 * torch.randn(H, generator=g) for i in range(N_AUX)},
-        "norm.weight": 1.0 + 0.1 * torch.randn(H, generator=g),
-        "embed_tokens.weight": torch.randn(VOCAB, H, generator=g),
-        "lm_head.weight": torch.randn(VOCAB, H, generator=g),
-        "d2t": torch.zeros(VOCAB, dtype=torch.int64),
-        "t2d": torch.ones(VOCAB, dtype=torch.bool),
-    }, str(tmp_path / "head.safetensors"))
+    save_file(
+        {
+            "fc.weight": torch.randn(H, N_AUX * H, generator=g) * 0.2,
+            **{
+                f"fc_norm.{i}.weight": 1.0 + 0.5 * torch.randn(H, generator=g) for i in range(N_AUX)
+            },
+            "norm.weight": 1.0 + 0.1 * torch.randn(H, generator=g),
+            "embed_tokens.weight": torch.randn(VOCAB, H, generator=g),
+            "lm_head.weight": torch.randn(VOCAB, H, generator=g),
+            "d2t": torch.zeros(VOCAB, dtype=torch.int64),
+            "t2d": torch.ones(VOCAB, dtype=torch.bool),
+        },
+        str(tmp_path / "head.safetensors"),
+    )
     w = load_file(str(tmp_path / "head.safetensors"))
     with set_current_vllm_config(vc):
         distributed()
@@ -100,15 +132,22 @@ def build(module, tmp_path: Path, distributed, norm_output: bool):  # type: igno
 def test_fc_norm_weights_load_and_normalise_each_state(llama_eagle3, tmp_path, distributed) -> None:
     model, w = build(llama_eagle3, tmp_path, distributed, norm_output=False)
     for i in range(N_AUX):
-        torch.testing.assert_close(model.model.fc_norm[i].weight.data, w[f"fc_norm.{i}.weight"], rtol=0, atol=0)
+        torch.testing.assert_close(
+            model.model.fc_norm[i].weight.data, w[f"fc_norm.{i}.weight"], rtol=0, atol=0
+        )
     x = aux_states()
     chunks = x.chunk(N_AUX, dim=-1)
-    expected = torch.cat([rms(c, w[f"fc_norm.{i}.weight"]) for i, c in enumerate(chunks)], -1) @ w["fc.weight"].T
+    expected = (
+        torch.cat([rms(c, w[f"fc_norm.{i}.weight"]) for i, c in enumerate(chunks)], -1)
+        @ w["fc.weight"].T
+    )
     torch.testing.assert_close(model.combine_hidden_states(x), expected)
 
 
 @pytest.mark.parametrize("norm_output", [True, False])
-def test_norm_output_feeds_the_post_norm_state_to_the_next_step(llama_eagle3, tmp_path, distributed, norm_output) -> None:
+def test_norm_output_feeds_the_post_norm_state_to_the_next_step(
+    llama_eagle3, tmp_path, distributed, norm_output
+) -> None:
     model, w = build(llama_eagle3, tmp_path, distributed, norm_output=norm_output)
     ids, pos = torch.tensor([3, 9, 27, 81, 5]), torch.arange(5)
     hidden = model.combine_hidden_states(aux_states())

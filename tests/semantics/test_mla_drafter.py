@@ -86,7 +86,10 @@ class StubMLAAttention(nn.Module):
         StubMLAAttention.configs.append(config)
         width = input_size or hidden_size
         self.register_buffer(
-            "proj", torch.linspace(-1, 1, width * hidden_size, dtype=torch.float32).reshape(width, hidden_size)
+            "proj",
+            torch.linspace(-1, 1, width * hidden_size, dtype=torch.float32).reshape(
+                width, hidden_size
+            ),
         )
 
     def forward(self, positions, hidden_states, llama_4_scaling=None):  # type: ignore[no-untyped-def]
@@ -121,7 +124,9 @@ def ours(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
 def reference(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     path = os.environ.get("VPQ_UPSTREAM_DEEPSEEK_EAGLE3")
     if not path:
-        pytest.fail("VPQ_UPSTREAM_DEEPSEEK_EAGLE3 is not set: run via tests/integration/test_semantics.py")
+        pytest.fail(
+            "VPQ_UPSTREAM_DEEPSEEK_EAGLE3 is not set: run via tests/integration/test_semantics.py"
+        )
     name = "vllm.model_executor.models._vpq_reference_deepseek_eagle3"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec and spec.loader
@@ -136,14 +141,32 @@ def write_head(dest: Path, *, fc_norm: bool, norm_output: bool) -> Path:
     cfg = {
         "model_type": "deepseek_v2",
         "architectures": ["Eagle3DeepseekV2ForCausalLM"],
-        "hidden_size": H, "target_hidden_size": H, "intermediate_size": 32,
-        "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2,
-        "kv_lora_rank": 8, "q_lora_rank": 8, "qk_rope_head_dim": 4, "qk_nope_head_dim": 4, "v_head_dim": 4,
-        "n_routed_experts": None, "vocab_size": VOCAB, "draft_vocab_size": DRAFT_VOCAB,
-        "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "rope_theta": ROPE_THETA,
-        "hidden_act": "silu", "torch_dtype": "float32", "tie_word_embeddings": False,
-        "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2, 3], "use_aux_hidden_state": True},
-        "fc_norm": fc_norm, "norm_output": norm_output,
+        "hidden_size": H,
+        "target_hidden_size": H,
+        "intermediate_size": 32,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "kv_lora_rank": 8,
+        "q_lora_rank": 8,
+        "qk_rope_head_dim": 4,
+        "qk_nope_head_dim": 4,
+        "v_head_dim": 4,
+        "n_routed_experts": None,
+        "vocab_size": VOCAB,
+        "draft_vocab_size": DRAFT_VOCAB,
+        "max_position_embeddings": 256,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": ROPE_THETA,
+        "hidden_act": "silu",
+        "torch_dtype": "float32",
+        "tie_word_embeddings": False,
+        "eagle_config": {
+            "eagle_aux_hidden_state_layer_ids": [1, 2, 3],
+            "use_aux_hidden_state": True,
+        },
+        "fc_norm": fc_norm,
+        "norm_output": norm_output,
     }
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "config.json").write_text(json.dumps(cfg))
@@ -177,14 +200,21 @@ def checkpoint(dest: Path) -> dict[str, torch.Tensor]:
 
 def build(module, tmp_path: Path, distributed, *, fc_norm: bool, norm_output: bool):  # type: ignore[no-untyped-def]
     target = stubs.write_text_config(tmp_path / "target", 4)
-    head = write_head(tmp_path / f"head-{fc_norm}-{norm_output}", fc_norm=fc_norm, norm_output=norm_output)
+    head = write_head(
+        tmp_path / f"head-{fc_norm}-{norm_output}", fc_norm=fc_norm, norm_output=norm_output
+    )
     mc = ModelConfig(model=str(target), skip_tokenizer_init=True, dtype="float32")
     sc = SpeculativeConfig(
-        target_model_config=mc, target_parallel_config=ParallelConfig(),
-        method="eagle3", model=str(head), num_speculative_tokens=2,
+        target_model_config=mc,
+        target_parallel_config=ParallelConfig(),
+        method="eagle3",
+        model=str(head),
+        num_speculative_tokens=2,
     )
     vc = VllmConfig(
-        model_config=mc, speculative_config=sc, device_config=DeviceConfig(device="cpu"),
+        model_config=mc,
+        speculative_config=sc,
+        device_config=DeviceConfig(device="cpu"),
         compilation_config=CompilationConfig(mode=CompilationMode.NONE),
     )
     with set_current_vllm_config(vc):
@@ -210,18 +240,27 @@ def rms(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 def test_load_weights_places_fc_norm_d2t_and_the_midlayer(ours, tmp_path, distributed) -> None:
     model, w = build(ours, tmp_path, distributed, fc_norm=True, norm_output=True)
     for i in range(N_AUX):
-        torch.testing.assert_close(model.model.fc_norm[i].weight.data, w[f"fc_norm.{i}.weight"], rtol=0, atol=0)
+        torch.testing.assert_close(
+            model.model.fc_norm[i].weight.data, w[f"fc_norm.{i}.weight"], rtol=0, atol=0
+        )
     torch.testing.assert_close(model.model.fc.weight.data, w["fc.weight"], rtol=0, atol=0)
-    torch.testing.assert_close(model.model.layers[0].hidden_norm.weight.data, w["midlayer.hidden_norm.weight"])
+    torch.testing.assert_close(
+        model.model.layers[0].hidden_norm.weight.data, w["midlayer.hidden_norm.weight"]
+    )
     assert torch.equal(model.draft_id_to_target_id.data, w["d2t"])
     assert not any("t2d" in n for n, _ in model.named_parameters())
 
 
-def test_combine_hidden_states_normalises_each_state_with_fc_norm(ours, tmp_path, distributed) -> None:
+def test_combine_hidden_states_normalises_each_state_with_fc_norm(
+    ours, tmp_path, distributed
+) -> None:
     model, w = build(ours, tmp_path, distributed, fc_norm=True, norm_output=False)
     x = aux_states()
     chunks = x.chunk(N_AUX, dim=-1)
-    expected = torch.cat([rms(c, w[f"fc_norm.{i}.weight"]) for i, c in enumerate(chunks)], -1) @ w["fc.weight"].T
+    expected = (
+        torch.cat([rms(c, w[f"fc_norm.{i}.weight"]) for i, c in enumerate(chunks)], -1)
+        @ w["fc.weight"].T
+    )
     got = model.combine_hidden_states(x)
     assert got.shape == (5, H)
     torch.testing.assert_close(got, expected)
@@ -235,7 +274,9 @@ def test_combine_hidden_states_is_plain_fc_without_fc_norm(ours, tmp_path, distr
 
 
 @pytest.mark.parametrize("norm_output", [True, False])
-def test_norm_output_chooses_the_state_for_the_next_draft_step(ours, tmp_path, distributed, norm_output) -> None:
+def test_norm_output_chooses_the_state_for_the_next_draft_step(
+    ours, tmp_path, distributed, norm_output
+) -> None:
     model, w = build(ours, tmp_path, distributed, fc_norm=True, norm_output=norm_output)
     ids, pos = torch.tensor([3, 9, 27, 81, 5]), torch.arange(5)
     hidden = model.combine_hidden_states(aux_states())
@@ -258,7 +299,9 @@ def test_mla_drafter_keeps_rope_theta(ours, tmp_path, distributed) -> None:
 
 
 @pytest.mark.parametrize(("fc_norm", "norm_output"), [(True, True), (True, False), (False, False)])
-def test_same_as_upstream_0_23_0(ours, reference, tmp_path, distributed, fc_norm, norm_output) -> None:
+def test_same_as_upstream_0_23_0(
+    ours, reference, tmp_path, distributed, fc_norm, norm_output
+) -> None:
     a, _ = build(ours, tmp_path / "ours", distributed, fc_norm=fc_norm, norm_output=norm_output)
     b, _ = build(reference, tmp_path / "ref", distributed, fc_norm=fc_norm, norm_output=norm_output)
     sa, sb = a.state_dict(), b.state_dict()

@@ -16,7 +16,13 @@ def snapshot(root: Path) -> dict[str, bytes]:
     out = {}
     for sub in ["series", "upstream.lock", "patches", "dist"]:
         p = root / sub
-        files = [p] if p.is_file() else sorted(q for q in p.rglob("*") if q.is_file()) if p.exists() else []
+        files = (
+            [p]
+            if p.is_file()
+            else sorted(q for q in p.rglob("*") if q.is_file())
+            if p.exists()
+            else []
+        )
         for f in files:
             out[str(f.relative_to(root))] = f.read_bytes()
     return out
@@ -25,7 +31,9 @@ def snapshot(root: Path) -> dict[str, bytes]:
 def run_cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "vpq", "--root", str(root), *args],
-        capture_output=True, text=True, env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
     )
 
 
@@ -44,7 +52,10 @@ def test_build_prints_paths_and_sha256(one_patch: Upstream) -> None:
     lines = proc.stdout.splitlines()
     assert lines[0] == f"built: {whl}"
     assert lines[1] == f"  sha256 {sha256_file(whl)}"
-    assert lines[2] == "  audit ok: 9 members; differ from upstream: vllm/_version.py, vllm/mod.py + dist-info"
+    assert (
+        lines[2]
+        == "  audit ok: 9 members; differ from upstream: vllm/_version.py, vllm/mod.py + dist-info"
+    )
     assert lines[-1] == "contract check skipped"
 
 
@@ -58,14 +69,25 @@ def test_bad_inputs_give_one_paragraph_and_change_nothing(one_patch: Upstream) -
     cases = [
         (lambda: lockf.unlink(), ["upstream.lock: not found"]),
         (lambda: lockf.write_text("[upstream\n"), ["upstream.lock: not valid TOML"]),
-        (lambda: lockf.write_text(good_lock.replace(good_lock.split('sha256 = "')[1][:64], "0" * 64)),
-         # a pin the cache does not hold, and no network: cold cache offline
-         ["vllm-1.0.tar.gz is not in the download cache", "cannot be downloaded"]),
+        (
+            lambda: lockf.write_text(
+                good_lock.replace(good_lock.split('sha256 = "')[1][:64], "0" * 64)
+            ),
+            # a pin the cache does not hold, and no network: cold cache offline
+            ["vllm-1.0.tar.gz is not in the download cache", "cannot be downloaded"],
+        ),
         (lambda: seriesf.write_text(good_series + "mod/change-f10.patch\n"), ["listed twice"]),
         (lambda: seriesf.write_text(good_series + "gone.patch\n"), ["gone.patch does not exist"]),
-        (lambda: patchf.write_text("Subject: x\n\nnot a diff\n"), ["change-f10.patch: not a patch"]),
-        (lambda: patchf.write_bytes(good_patch.replace(b"-    return 10\n", b"-    return 11\n")),
-         ["change-f10.patch: vllm/mod.py, hunk #1", "rebase_upstream"]),
+        (
+            lambda: patchf.write_text("Subject: x\n\nnot a diff\n"),
+            ["change-f10.patch: not a patch"],
+        ),
+        (
+            lambda: patchf.write_bytes(
+                good_patch.replace(b"-    return 10\n", b"-    return 11\n")
+            ),
+            ["change-f10.patch: vllm/mod.py, hunk #1", "rebase_upstream"],
+        ),
     ]
     for breaker, needles in cases:
         lockf.write_text(good_lock)

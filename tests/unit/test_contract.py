@@ -31,15 +31,19 @@ PROPOSER = textwrap.dedent(
                 if self.get_model_name(target_model) in ["A", "B"]:
                     self.model.config.image_token_index = target_model.config.image_token_id
                 elif self.get_model_name(target_model) == "Kimi":
-                    self.model.config.image_token_index = target_model.config.media_placeholder_token_id
+                    self.model.config.image_token_index = (
+                        target_model.config.media_placeholder_token_id)
                 else:
-                    self.model.config.image_token_index = target_model.config.vision_config.image_token_id
+                    self.model.config.image_token_index = (
+                        target_model.config.vision_config.image_token_id)
                 lm = cast(SupportsMultiModal, target_model).get_language_model()
     """
 )
 
 
-def test_runner_discovery_finds_the_interface_check_and_every_model_call_on_the_eagle3_path() -> None:
+def test_runner_discovery_finds_the_interface_check_and_every_model_call_on_the_eagle3_path() -> (
+    None
+):
     items = contract.discover_runner(RUNNER)
     assert [(i.kind, i.name) for i in items] == [
         ("interface", "supports_eagle3"),
@@ -51,12 +55,21 @@ def test_runner_discovery_finds_the_interface_check_and_every_model_call_on_the_
 
 def test_proposer_discovery_records_the_branch_that_leads_to_each_config_read() -> None:
     items = {i.name: i for i in contract.discover_proposer(PROPOSER)}
-    assert set(items) == {"image_token_id", "media_placeholder_token_id", "vision_config.image_token_id", "get_language_model"}
+    assert set(items) == {
+        "image_token_id",
+        "media_placeholder_token_id",
+        "vision_config.image_token_id",
+        "get_language_model",
+    }
     kimi = items["media_placeholder_token_id"].guards
     assert kimi[0] == {"kind": "interface", "name": "supports_multimodal", "expect": True}
     assert kimi[1] == {"kind": "arch_in", "names": ["A", "B"], "expect": False}
     assert kimi[2] == {"kind": "arch_in", "names": ["Kimi"], "expect": True}
-    assert items["vision_config.image_token_id"].guards[2] == {"kind": "arch_in", "names": ["Kimi"], "expect": False}
+    assert items["vision_config.image_token_id"].guards[2] == {
+        "kind": "arch_in",
+        "names": ["Kimi"],
+        "expect": False,
+    }
     assert items["get_language_model"].kind == "method"
 
 
@@ -119,9 +132,16 @@ SPECULATIVE = textwrap.dedent(
 
 def test_gate_discovery_finds_the_allowlist_the_eagle3_check_uses() -> None:
     (gate,) = contract.discover_gate(SPECULATIVE)
-    assert (gate.kind, gate.name, gate.values) == ("gate", "eagle3_target_supported", ["llama", "qwen"])
+    assert (gate.kind, gate.name, gate.values) == (
+        "gate",
+        "eagle3_target_supported",
+        ["llama", "qwen"],
+    )
     assert contract_probe.verdict(gate.__dict__, object, {"text_model_type": "qwen3"}) == "ok"
-    assert contract_probe.verdict(gate.__dict__, object, {"text_model_type": "deepseek_v3"}) == "missing"
+    assert (
+        contract_probe.verdict(gate.__dict__, object, {"text_model_type": "deepseek_v3"})
+        == "missing"
+    )
 
 
 def test_holds_for_needs_an_ok_cell_owned_by_each_file() -> None:
@@ -191,7 +211,9 @@ def test_runner_discovery_follows_the_model_into_a_helper_module() -> None:
 
 
 def test_a_runner_whose_eagle3_path_is_lost_names_the_functions_to_look_at() -> None:
-    lost = RUNNER_V2.replace("set_eagle3_aux_hidden_state_layers(self.model,", "set_eagle3_aux_hidden_state_layers(None,")
+    lost = RUNNER_V2.replace(
+        "set_eagle3_aux_hidden_state_layers(self.model,", "set_eagle3_aux_hidden_state_layers(None,"
+    )
     with pytest.raises(contract.ContractError) as err:
         contract.discover_runner(lost, contract.RUNNER_V2, {}.__getitem__)
     assert f"Discovery lost the path in load_model ({contract.RUNNER_V2}:5)" in str(err.value)

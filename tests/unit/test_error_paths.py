@@ -10,7 +10,9 @@ import pytest
 from vpq import contract, fetch, native, venv
 
 
-def test_no_index_and_no_pip_is_a_fetch_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_no_index_and_no_pip_is_a_fetch_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.delenv("VPQ_INDEX_URL", raising=False)
     monkeypatch.setenv("PIP_CONFIG_FILE", str(tmp_path / "none.conf"))  # no index-url configured
     monkeypatch.setitem(sys.modules, "pip._internal.models.index", None)  # as in a venv without pip
@@ -18,7 +20,9 @@ def test_no_index_and_no_pip_is_a_fetch_error(monkeypatch: pytest.MonkeyPatch, t
         fetch.index_url()
 
 
-def test_a_contract_probe_that_hangs_is_a_contract_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_contract_probe_that_hangs_is_a_contract_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     # A stand-in interpreter that never answers: the real probe imports vLLM,
     # which is what hangs in the field; the timeout path is what is tested.
     hang = tmp_path / "python"
@@ -31,7 +35,9 @@ def test_a_contract_probe_that_hangs_is_a_contract_error(monkeypatch: pytest.Mon
 
 
 def test_a_build_step_that_leaves_no_wheel_is_a_native_build_error(tmp_path: Path) -> None:
-    with pytest.raises(native.NativeBuildError, match=r"wheel pack left nothing in .*; expected one \*\.whl"):
+    with pytest.raises(
+        native.NativeBuildError, match=r"wheel pack left nothing in .*; expected one \*\.whl"
+    ):
         native._one(tmp_path, "*.whl", "wheel pack")
 
 

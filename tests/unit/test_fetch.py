@@ -27,7 +27,11 @@ def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
                         "meta": {"api-version": "1.0"},
                         "name": "demo",
                         "files": [
-                            {"filename": "demo-1.0.tar.gz", "url": "/files/demo-1.0.tar.gz", "hashes": {"sha256": GOOD_SHA}}
+                            {
+                                "filename": "demo-1.0.tar.gz",
+                                "url": "/files/demo-1.0.tar.gz",
+                                "hashes": {"sha256": GOOD_SHA},
+                            }
                         ],
                         "versions": ["1.0"],
                     }
@@ -58,7 +62,9 @@ def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         server.shutdown()
 
 
-def test_download_is_verified_and_cached_for_offline_use(index: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_download_is_verified_and_cached_for_offline_use(
+    index: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = fetch.fetch("demo", "demo-1.0.tar.gz", GOOD_SHA)
     assert path.read_bytes() == PAYLOAD
     # Second fetch with no reachable index: served from the cache.
@@ -75,10 +81,15 @@ def test_hash_mismatch_names_file_expected_and_actual(index: str) -> None:
     assert not fetch.cached_path("demo-1.0.tar.gz", wrong).exists()
 
 
-def test_cold_cache_without_network_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cold_cache_without_network_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("VPQ_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("VPQ_INDEX_URL", "http://127.0.0.1:9/simple/")
-    with pytest.raises(fetch.FetchError, match=r"demo-1.0.tar.gz is not in the download cache .* cannot be downloaded"):
+    with pytest.raises(
+        fetch.FetchError,
+        match=r"demo-1.0.tar.gz is not in the download cache .* cannot be downloaded",
+    ):
         fetch.fetch("demo", "demo-1.0.tar.gz", GOOD_SHA)
 
 
@@ -91,5 +102,7 @@ def test_corrupted_cache_entry_is_detected_and_removed(index: str) -> None:
 
 
 def test_file_missing_from_index_names_it(index: str) -> None:
-    with pytest.raises(fetch.FetchError, match="demo-2.0.tar.gz: the package index lists no such file"):
+    with pytest.raises(
+        fetch.FetchError, match="demo-2.0.tar.gz: the package index lists no such file"
+    ):
         fetch.fetch("demo", "demo-2.0.tar.gz", GOOD_SHA)

@@ -34,14 +34,16 @@ def _json(path: Path) -> dict:
 
 def test_writes_the_expected_files(written) -> None:
     target, drafter = written
-    assert sorted(p.name for p in target.iterdir()) == sorted([
-        "config.json",
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "special_tokens_map.json",
-        "preprocessor_config.json",
-        f"{fixture.IMAGE_PROCESSOR_MODULE}.py",
-    ])
+    assert sorted(p.name for p in target.iterdir()) == sorted(
+        [
+            "config.json",
+            "tokenizer.json",
+            "tokenizer_config.json",
+            "special_tokens_map.json",
+            "preprocessor_config.json",
+            f"{fixture.IMAGE_PROCESSOR_MODULE}.py",
+        ]
+    )
     assert [p.name for p in drafter.iterdir()] == ["config.json"]
     assert not list(target.glob("*.safetensors")), "weights come from load_format='dummy'"
 
@@ -92,7 +94,9 @@ def test_tokenizer_round_trips_and_has_the_special_ids(written) -> None:
         assert tok.decode(tok.encode(text).ids, skip_special_tokens=False) == text
     assert tok.encode("<|media_pad|>").ids == [cfg["media_placeholder_token_id"]]
     assert [tok.token_to_id(t) for t in ("[PAD]", "[BOS]", "[EOS]")] == [
-        cfg["pad_token_id"], cfg["bos_token_id"], cfg["eos_token_id"]
+        cfg["pad_token_id"],
+        cfg["bos_token_id"],
+        cfg["eos_token_id"],
     ]
     for i, name in fixture.KIMI_SPECIAL_TOKENS.items():
         assert tok.encode(name).ids == [i]
@@ -145,17 +149,28 @@ def test_output_is_deterministic(tmp_path: Path) -> None:
 def test_cli_writes_the_fixture(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["fixture", str(tmp_path / "fx")]) == 0
     out = capsys.readouterr().out.split()
-    assert out == [str(tmp_path / "fx" / n) for n in (fixture.TARGET_DIR, fixture.DRAFTER_DIR, *fixture.GPU_HEADS)]
+    assert out == [
+        str(tmp_path / "fx" / n)
+        for n in (fixture.TARGET_DIR, fixture.DRAFTER_DIR, *fixture.GPU_HEADS)
+    ]
     assert (tmp_path / "fx" / fixture.TARGET_DIR / "tokenizer.json").is_file()
 
 
 def test_gpu_heads_are_an_mla_head_and_an_eagle3_1_head_with_nested_ids(tmp_path: Path) -> None:
     mla, e31 = (_json(d / "config.json") for d in fixture.write_fixture_heads(tmp_path))
     ids = list(fixture.AUX_LAYER_IDS)
-    assert mla["architectures"] == ["Eagle3DeepseekV2ForCausalLM"] and mla["model_type"] == "deepseek_v2"
-    assert mla["kv_lora_rank"] + mla["qk_rope_head_dim"] == 576 and mla["rope_theta"] == fixture.KIMI_ROPE_THETA
+    assert (
+        mla["architectures"] == ["Eagle3DeepseekV2ForCausalLM"]
+        and mla["model_type"] == "deepseek_v2"
+    )
+    assert (
+        mla["kv_lora_rank"] + mla["qk_rope_head_dim"] == 576
+        and mla["rope_theta"] == fixture.KIMI_ROPE_THETA
+    )
     assert mla["eagle_aux_hidden_state_layer_ids"] == ids
-    assert e31["architectures"] == ["LlamaForCausalLMEagle3"] and e31["fc_norm"] and e31["norm_output"]
+    assert (
+        e31["architectures"] == ["LlamaForCausalLMEagle3"] and e31["fc_norm"] and e31["norm_output"]
+    )
     assert "eagle_aux_hidden_state_layer_ids" not in e31
     assert e31["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == ids
 
@@ -167,6 +182,10 @@ def test_every_head_shape_is_written_as_declared(tmp_path: Path, shape: str) -> 
     assert cfg["architectures"] == [arch] and cfg["model_type"] == model_type
     nested = cfg.get("eagle_config", {}).get("eagle_aux_hidden_state_layer_ids")
     top = cfg.get("eagle_aux_hidden_state_layer_ids")
-    assert (top, nested) == {"top": ([1, 3, 6], None), "nested": (None, [1, 3, 6]),
-                             "absent": (None, None), "empty": ([], None)}[ids_at]
+    assert (top, nested) == {
+        "top": ([1, 3, 6], None),
+        "nested": (None, [1, 3, 6]),
+        "absent": (None, None),
+        "empty": ([], None),
+    }[ids_at]
     assert cfg.get("fc_norm", False) is eagle31 and cfg.get("norm_output", False) is eagle31

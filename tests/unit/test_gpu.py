@@ -42,7 +42,9 @@ def test_nvidia_smi_listing_a_gpu_is_enough(tmp_path: Path) -> None:
 
 
 def test_a_failing_nvidia_smi_is_reported(tmp_path: Path) -> None:
-    smi = _fake_smi(tmp_path, "NVIDIA-SMI has failed because it could not communicate with the driver", 9)
+    smi = _fake_smi(
+        tmp_path, "NVIDIA-SMI has failed because it could not communicate with the driver", 9
+    )
     reason = gpu.no_cuda_reason(dev=tmp_path / "dev", smi=smi)
     assert reason is not None and "nvidia-smi lists none" in reason
     assert "could not communicate with the driver" in reason and "\n" not in reason
@@ -71,13 +73,29 @@ def test_pytest_command_passes_the_options_through(tmp_path: Path) -> None:
     )
     cmd = gpu.pytest_command(Path("/py"), ns, Path("/up"), extra)
     assert cmd == [
-        "/py", "-m", "pytest", "tests/gpu", "-p", "no:cacheprovider",
-        "--model", os.path.abspath("m"), "--drafter", os.path.abspath("d"),
-        "--tensor-parallel-size", "8", "--upstream-python", "/up", "-x", "-k", "image",
+        "/py",
+        "-m",
+        "pytest",
+        "tests/gpu",
+        "-p",
+        "no:cacheprovider",
+        "--model",
+        os.path.abspath("m"),
+        "--drafter",
+        os.path.abspath("d"),
+        "--tensor-parallel-size",
+        "8",
+        "--upstream-python",
+        "/up",
+        "-x",
+        "-k",
+        "image",
     ]
 
 
-@pytest.mark.skipif(build.host_platform() != "x86_64", reason="the tiny upstream has an x86_64 wheel only")
+@pytest.mark.skipif(
+    build.host_platform() != "x86_64", reason="the tiny upstream has an x86_64 wheel only"
+)
 def test_host_wheel_builds_once_and_ignores_stale_wheels(one_patch: Upstream) -> None:
     dist = one_patch.root / "dist"
     dist.mkdir()

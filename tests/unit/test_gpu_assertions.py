@@ -19,43 +19,71 @@ UPSTREAM = "/upstream/bin/python"
 
 def _outputs(n: int, seed: int) -> list[dict]:
     return [
-        {"token_ids": [(seed + i * 7 + j) % 1024 for j in range(10)], "text": "x",
-         "finish_reason": "length", "prompt_len": 12, "media_tokens": 0}
+        {
+            "token_ids": [(seed + i * 7 + j) % 1024 for j in range(10)],
+            "text": "x",
+            "finish_reason": "length",
+            "prompt_len": 12,
+            "media_tokens": 0,
+        }
         for i in range(n)
     ]
 
 
 def _metrics(drafts: int, accepted: list[int]) -> dict:
-    return {"num_drafts": drafts, "num_draft_tokens": K * drafts,
-            "num_accepted_tokens": sum(accepted), "accepted_per_pos": accepted}
+    return {
+        "num_drafts": drafts,
+        "num_draft_tokens": K * drafts,
+        "num_accepted_tokens": sum(accepted),
+        "accepted_per_pos": accepted,
+    }
 
 
 def _result(tp: int, eagle3: bool) -> dict:
-    worker = {"class": "KimiK25ForConditionalGeneration", "language_model_class": "DeepseekV2ForCausalLM",
-              "aux_layers": list(fixture.AUX_LAYER_IDS) if eagle3 else [], "default_aux_layers": [2, 2, 1]}
+    worker = {
+        "class": "KimiK25ForConditionalGeneration",
+        "language_model_class": "DeepseekV2ForCausalLM",
+        "aux_layers": list(fixture.AUX_LAYER_IDS) if eagle3 else [],
+        "default_aux_layers": [2, 2, 1],
+    }
     image_out = _outputs(1, 500)
     image_out[0]["media_tokens"] = FIXTURE_IMAGE_TOKENS
     return {
-        "ok": True, "phase": "generate", "vllm_version": "0.17.1+eagle3.957853fc",
+        "ok": True,
+        "phase": "generate",
+        "vllm_version": "0.17.1+eagle3.957853fc",
         "engine": {
             "architectures": ["KimiK25ForConditionalGeneration"],
-            "speculative": {"method": "eagle3", "num_speculative_tokens": K,
-                            "draft_architectures": ["LlamaForCausalLMEagle3"]} if eagle3 else None,
+            "speculative": {
+                "method": "eagle3",
+                "num_speculative_tokens": K,
+                "draft_architectures": ["LlamaForCausalLMEagle3"],
+            }
+            if eagle3
+            else None,
             "workers": [dict(worker) for _ in range(tp)],
         },
         "batches": {
-            "greedy": {"seconds": 1.0, "outputs": _outputs(len(PROMPTS), 0),
-                       "metrics": _metrics(9 * len(PROMPTS), [50, 20, 10]) if eagle3 else _metrics(0, [])},
-            "image": {"seconds": 1.0, "outputs": image_out,
-                      "metrics": _metrics(9, [0, 0, 0]) if eagle3 else _metrics(0, [])},
+            "greedy": {
+                "seconds": 1.0,
+                "outputs": _outputs(len(PROMPTS), 0),
+                "metrics": _metrics(9 * len(PROMPTS), [50, 20, 10]) if eagle3 else _metrics(0, []),
+            },
+            "image": {
+                "seconds": 1.0,
+                "outputs": image_out,
+                "metrics": _metrics(9, [0, 0, 0]) if eagle3 else _metrics(0, []),
+            },
         },
     }
 
 
 UPSTREAM_RESULT = {
-    "ok": False, "phase": "start", "vllm_version": "0.17.1",
+    "ok": False,
+    "phase": "start",
+    "vllm_version": "0.17.1",
     "error": "ValueError: eagle3 is only supported for ['llama', 'qwen'] models. "
-             "Got self.target_model_config.hf_text_config.model_type='deepseek_v3'",
+    "Got self.target_model_config.hf_text_config.model_type='deepseek_v3'",
 }
 
 
@@ -102,13 +130,17 @@ def test_default_aux_layers_fail(results, checkpoints) -> None:
 def test_no_drafts_fail(results, checkpoints) -> None:
     results[(1, True, None)]["batches"]["greedy"]["metrics"] = _metrics(0, [0, 0, 0])
     with pytest.raises(AssertionError):
-        gt.test_spec_decode_metrics_show_drafts_proposed_and_verified(_engine(results), checkpoints, 1, 1)
+        gt.test_spec_decode_metrics_show_drafts_proposed_and_verified(
+            _engine(results), checkpoints, 1, 1
+        )
 
 
 def test_inconsistent_acceptance_fails(results, checkpoints) -> None:
     results[(1, True, None)]["batches"]["greedy"]["metrics"]["accepted_per_pos"] = [20, 50, 10]
     with pytest.raises(AssertionError):
-        gt.test_spec_decode_metrics_show_drafts_proposed_and_verified(_engine(results), checkpoints, 1, 1)
+        gt.test_spec_decode_metrics_show_drafts_proposed_and_verified(
+            _engine(results), checkpoints, 1, 1
+        )
 
 
 @pytest.mark.parametrize(("differing", "passes"), [(0, True), (8, True), (9, False), (21, False)])
@@ -134,11 +166,18 @@ def test_an_unexpanded_image_fails(results, checkpoints) -> None:
 def test_upstream_starting_fails_the_negative_test(results, checkpoints) -> None:
     results[(1, True, UPSTREAM)] = _result(1, True) | {"vllm_version": "0.17.1"}
     with pytest.raises(AssertionError):
-        gt.test_unpatched_upstream_rejects_eagle3_for_kimi_k25(_engine(results), checkpoints, UPSTREAM)
+        gt.test_unpatched_upstream_rejects_eagle3_for_kimi_k25(
+            _engine(results), checkpoints, UPSTREAM
+        )
 
 
 def test_an_engine_error_fails_with_its_message(results, checkpoints) -> None:
-    results[(1, True, None)] = {"ok": False, "phase": "start", "error": "ValueError: boom", "log_tail": "log"}
+    results[(1, True, None)] = {
+        "ok": False,
+        "phase": "start",
+        "error": "ValueError: boom",
+        "log_tail": "log",
+    }
     with pytest.raises(pytest.fail.Exception, match="phase start: ValueError: boom"):
         gt.test_engine_starts_with_eagle3_on_the_target(_engine(results), checkpoints, 1, 1)
 

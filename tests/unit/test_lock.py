@@ -39,10 +39,19 @@ def test_missing_lock_names_the_file(tmp_path: Path) -> None:
     "edit, message",
     [
         (lambda t: t.replace("[sdist]", "[sdistx]"), r"missing table \[sdist\]"),
-        (lambda t: t.replace('sha256 = "' + "a" * 64, 'sha256 = "xyz'), r"\[sdist\] sha256 must be 64"),
-        (lambda t: t.replace('version = "0.17.1"', 'version = "not a version"'), "not a PEP 440 version"),
+        (
+            lambda t: t.replace('sha256 = "' + "a" * 64, 'sha256 = "xyz'),
+            r"\[sdist\] sha256 must be 64",
+        ),
+        (
+            lambda t: t.replace('version = "0.17.1"', 'version = "not a version"'),
+            "not a PEP 440 version",
+        ),
         (lambda t: t.replace('commit = "95c0f928c"', 'commit = "g95c0f928c"'), "commit must be"),
-        (lambda t: t.replace('tag = "v0.17.1"\n', ""), r"\[upstream\] needs a non-empty string 'tag'"),
+        (
+            lambda t: t.replace('tag = "v0.17.1"\n', ""),
+            r"\[upstream\] needs a non-empty string 'tag'",
+        ),
         (lambda t: t + "[[[", "not valid TOML"),
     ],
 )

@@ -20,12 +20,17 @@ def _raw_like_setuptools(upstream: Upstream, dest: Path) -> Path:
     tagged for the build interpreter."""
     raw = dest / "vllm-1.0+eagle3.abc-cp311-cp311-linux_x86_64.whl"
     rows = []
-    with zipfile.ZipFile(upstream.wheel) as up, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as out:
+    with (
+        zipfile.ZipFile(upstream.wheel) as up,
+        zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as out,
+    ):
         for info in up.infolist():
             name = info.filename.replace("vllm-1.0.dist-info", "vllm-1.0+eagle3.abc.dist-info")
             data = up.read(info)
             if name == "vllm/_version.py":
-                data = b"__version__ = version = '1.0+eagle3.abc'\n__commit_id__ = commit_id = None\n"
+                data = (
+                    b"__version__ = version = '1.0+eagle3.abc'\n__commit_id__ = commit_id = None\n"
+                )
             if name.endswith("/RECORD"):
                 continue
             out.writestr(name, data)
@@ -35,14 +40,19 @@ def _raw_like_setuptools(upstream: Upstream, dest: Path) -> Path:
     return raw
 
 
-def test_finish_adds_manifest_and_upstream_version_file_and_retags(upstream: Upstream, tmp_path: Path) -> None:
+def test_finish_adds_manifest_and_upstream_version_file_and_retags(
+    upstream: Upstream, tmp_path: Path
+) -> None:
     raw = _raw_like_setuptools(upstream, tmp_path)
     built = native.finish(raw, upstream.wheel, "1.0+eagle3.abc", {"k": "v"}, tmp_path / "out")
     assert built.path.name == "vllm-1.0+eagle3.abc-1-cp38-abi3-manylinux_2_31_x86_64.whl"
     with zipfile.ZipFile(built.path) as z:
         di = "vllm-1.0+eagle3.abc.dist-info"
         assert json.loads(z.read(f"{di}/{wheel.MANIFEST_NAME}")) == {"k": "v"}
-        assert wheel.read_wheel_file(z.read(f"{di}/WHEEL")) == (["cp38-abi3-manylinux_2_31_x86_64"], "1")
+        assert wheel.read_wheel_file(z.read(f"{di}/WHEEL")) == (
+            ["cp38-abi3-manylinux_2_31_x86_64"],
+            "1",
+        )
         version_py = z.read("vllm/_version.py").decode()
         assert "__version__ = version = '1.0+eagle3.abc'" in version_py
         assert "__commit_id__ = commit_id = 'gabc1234'" in version_py  # upstream's commit

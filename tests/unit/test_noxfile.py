@@ -13,7 +13,9 @@ def _install_args(tree: ast.AST) -> list[ast.expr]:
     return [
         arg
         for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "install"
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "install"
         for arg in node.args
     ]
 
@@ -25,6 +27,7 @@ def test_no_session_installs_the_checkout_itself() -> None:
     for arg in args:
         if isinstance(arg, ast.Starred):
             continue  # *DEPS, *extra: requirement strings from pyproject.toml / the session
-        assert not (isinstance(arg, ast.Constant) and str(arg.value).rstrip("/") in (".", str(REPO_ROOT))), ast.dump(arg)
+        assert not (
+            isinstance(arg, ast.Constant) and str(arg.value).rstrip("/") in (".", str(REPO_ROOT))
+        ), ast.dump(arg)
         assert not isinstance(arg, ast.Name), f"install({arg.id}) may be the checkout"  # type: ignore[attr-defined]
-

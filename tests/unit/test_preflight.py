@@ -39,8 +39,13 @@ def preflight(target: Path, head_dir: Path) -> list[vi.Finding]:
 
 
 def script(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": ""}, timeout=120)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ""},
+        timeout=120,
+    )
 
 
 # --- every public head shape passes ---------------------------------------
@@ -70,22 +75,27 @@ def test_layer_ids_report_their_source_and_the_ids_used(target: Path, tmp_path: 
         (src,) = [x for x in f if x.rule == "layer-ids-source"]
         sources[name] = (src.message, src.key)
     assert sources == {
-        "llama-top-level-ids": ("ids [1, 4, 6] (from the top-level "
-                                "eagle_aux_hidden_state_layer_ids)",
-                                "eagle_aux_hidden_state_layer_ids"),
-        "llama-no-ids": ("ids [2, 4, 5] (none declared: the target's default)",
-                         "eagle_aux_hidden_state_layer_ids"),
-        "llama-eagle-config-ids": ("ids [1, 4, 6] (from "
-                                   "eagle_config.eagle_aux_hidden_state_layer_ids)",
-                                   "eagle_config.eagle_aux_hidden_state_layer_ids"),
+        "llama-top-level-ids": (
+            "ids [1, 4, 6] (from the top-level eagle_aux_hidden_state_layer_ids)",
+            "eagle_aux_hidden_state_layer_ids",
+        ),
+        "llama-no-ids": (
+            "ids [2, 4, 5] (none declared: the target's default)",
+            "eagle_aux_hidden_state_layer_ids",
+        ),
+        "llama-eagle-config-ids": (
+            "ids [1, 4, 6] (from eagle_config.eagle_aux_hidden_state_layer_ids)",
+            "eagle_config.eagle_aux_hidden_state_layer_ids",
+        ),
     }
 
 
 def test_target_facts_come_from_the_text_config(target: Path, tmp_path: Path) -> None:
     f = preflight(target, heads.write_head(tmp_path / "h", heads.llama_top_level()))
     (t,) = [x for x in f if x.rule == "target"]
-    assert t.message == ("KimiK25ForConditionalGeneration, text model_type deepseek_v3, "
-                         "N = 8 layers, hidden 256")
+    assert t.message == (
+        "KimiK25ForConditionalGeneration, text model_type deepseek_v3, N = 8 layers, hidden 256"
+    )
 
 
 def test_a_sharded_head_is_read_through_its_index(target: Path, tmp_path: Path) -> None:
@@ -105,6 +115,7 @@ Mutate = Callable[[dict, dict], None]
 def _set(**kw: object) -> Mutate:
     def m(cfg: dict, tensors: dict) -> None:
         cfg.update(kw)
+
     return m
 
 
@@ -118,6 +129,7 @@ def _tensor(name: str, shape: tuple[int, ...] | None, dtype: type = np.float16) 
             del tensors[name]
         else:
             tensors[name] = np.zeros(shape, dtype)
+
     return m
 
 
@@ -125,90 +137,256 @@ def _both(*ms: Mutate) -> Mutate:
     def m(cfg: dict, tensors: dict) -> None:
         for x in ms:
             x(cfg, tensors)
+
     return m
 
 
 def _del(key: str) -> Mutate:
     def m(cfg: dict, tensors: dict) -> None:
         del cfg[key]
+
     return m
 
 
 H = heads.HIDDEN
 # (case id, head builder, mutation, expected (severity, rule) list, exit code, exit code --strict)
 BROKEN: list[tuple[str, Callable[[], heads.Head], Mutate, list[tuple[str, str]], int, int]] = [
-    ("drafter-config", heads.llama_top_level, _del("architectures"),
-     [("error", "drafter-config")], 1, 1),
-    ("mtp-trap", heads.mla_deepseek_v2, _set(model_type="deepseek_v3"),
-     [("error", "mtp-trap")], 1, 1),
-    ("mla-without-kv_lora_rank", heads.mla_kimi_k2, _del("kv_lora_rank"),
-     [("error", "mla")], 1, 1),
-    ("eagle31-fc_norm-weight-missing", heads.eagle31, _tensor("fc_norm.weight", None),
-     [("error", "eagle31-weights")], 1, 1),
-    ("eagle31-norm_output-weight-missing", heads.eagle31, _tensor("norm.weight", None),
-     [("error", "eagle31-weights")], 1, 1),
-    ("eagle31-weight-without-flag", heads.eagle31, _set(fc_norm=False),
-     [("warning", "eagle31-weights")], 0, 1),
-    ("layer-ids-absent", heads.llama_no_ids, _set(),
-     [("warning", "layer-ids-absent")], 0, 1),
-    ("layer-ids-conflict", heads.llama_top_level,
-     _set(eagle_config={"eagle_aux_hidden_state_layer_ids": [2, 4, 5]}),
-     [("warning", "layer-ids-conflict")], 0, 1),
+    (
+        "drafter-config",
+        heads.llama_top_level,
+        _del("architectures"),
+        [("error", "drafter-config")],
+        1,
+        1,
+    ),
+    (
+        "mtp-trap",
+        heads.mla_deepseek_v2,
+        _set(model_type="deepseek_v3"),
+        [("error", "mtp-trap")],
+        1,
+        1,
+    ),
+    ("mla-without-kv_lora_rank", heads.mla_kimi_k2, _del("kv_lora_rank"), [("error", "mla")], 1, 1),
+    (
+        "eagle31-fc_norm-weight-missing",
+        heads.eagle31,
+        _tensor("fc_norm.weight", None),
+        [("error", "eagle31-weights")],
+        1,
+        1,
+    ),
+    (
+        "eagle31-norm_output-weight-missing",
+        heads.eagle31,
+        _tensor("norm.weight", None),
+        [("error", "eagle31-weights")],
+        1,
+        1,
+    ),
+    (
+        "eagle31-weight-without-flag",
+        heads.eagle31,
+        _set(fc_norm=False),
+        [("warning", "eagle31-weights")],
+        0,
+        1,
+    ),
+    ("layer-ids-absent", heads.llama_no_ids, _set(), [("warning", "layer-ids-absent")], 0, 1),
+    (
+        "layer-ids-conflict",
+        heads.llama_top_level,
+        _set(eagle_config={"eagle_aux_hidden_state_layer_ids": [2, 4, 5]}),
+        [("warning", "layer-ids-conflict")],
+        0,
+        1,
+    ),
     ("layer-ids-type", heads.llama_top_level, _ids("1,4,6"), [("error", "layer-ids-type")], 1, 1),
     ("layer-ids-empty", heads.llama_top_level, _ids([]), [("error", "layer-ids-empty")], 1, 1),
-    ("layer-ids-empty-nested", heads.llama_nested_ids,
-     _set(eagle_config={"eagle_aux_hidden_state_layer_ids": []}),
-     [("error", "layer-ids-empty")], 1, 1),
-    ("layer-id-range-above-N", heads.llama_top_level, _ids([1, 4, 9]),
-     [("error", "layer-id-range")], 1, 1),
-    ("layer-id-range-negative", heads.llama_top_level, _ids([-1, 4, 6]),
-     [("error", "layer-id-range")], 1, 1),
-    ("layer-id-duplicate", heads.llama_top_level, _ids([4, 4, 6]),
-     [("error", "layer-id-duplicate")], 1, 1),
-    ("layer-id-count-too-few", heads.llama_top_level, _ids([1, 4]),
-     [("error", "layer-id-count")], 1, 1),
-    ("layer-id-count-too-many", heads.llama_top_level, _ids([1, 4, 6, 7]),
-     [("error", "layer-id-count")], 1, 1),
-    ("layer-ids-convention-includes-N", heads.llama_top_level, _ids([2, 4, 8]),
-     [("note", "layer-ids-convention")], 0, 0),
-    ("layer-ids-convention-default-plus-one", heads.llama_top_level, _ids([3, 5, 6]),
-     [("note", "layer-ids-convention")], 0, 0),
-    ("target-hidden-size", heads.llama_top_level,
-     _both(_set(target_hidden_size=128), _tensor("fc.weight", (H, 3 * 128))),
-     [("error", "target-hidden-size")], 1, 1),
-    ("target-hidden-size-from-hidden_size", heads.llama_top_level,
-     _both(_del("target_hidden_size"), _set(hidden_size=128),
-           _tensor("fc.weight", (128, 3 * 128)), _tensor("lm_head.weight", (512, 128))),
-     [("error", "target-hidden-size")], 1, 1),
-    ("fc-width-not-a-multiple", heads.llama_top_level, _tensor("fc.weight", (H, 700)),
-     [("error", "fc-width")], 1, 1),
-    ("fc-width-rows", heads.llama_top_level, _tensor("fc.weight", (128, 3 * H)),
-     [("error", "fc-width")], 1, 1),
-    ("fc-missing", heads.llama_top_level, _tensor("fc.weight", None), [("error", "fc-width")], 1, 1),
-    ("fc-states", heads.llama_top_level,
-     _both(_ids([1, 3, 4, 6]), _tensor("fc.weight", (H, 4 * H))),
-     [("warning", "fc-states")], 0, 1),
-    ("draft-vocab-lm_head", heads.llama_top_level, _tensor("lm_head.weight", (500, H)),
-     [("error", "draft-vocab")], 1, 1),
-    ("draft-vocab-d2t", heads.llama_top_level, _tensor("d2t", (100,), np.int64),
-     [("error", "draft-vocab")], 1, 1),
-    ("draft-vocab-t2d", heads.llama_top_level, _tensor("t2d", (10,), bool),
-     [("error", "draft-vocab")], 1, 1),
-    ("draft-vocab-no-d2t", heads.llama_top_level, _tensor("d2t", None),
-     [("error", "draft-vocab")], 1, 1),
-    ("embeddings-shape", heads.llama_top_level, _tensor("embed_tokens.weight", (heads.VOCAB, 128)),
-     [("error", "embeddings")], 1, 1),
-    ("embeddings-shared-other-vocab", heads.llama_top_level,
-     _both(_set(vocab_size=2048), _tensor("t2d", (2048,), bool)),
-     [("error", "embeddings")], 1, 1),
-    ("no-weights", heads.llama_top_level, lambda cfg, t: t.clear(), [("error", "no-weights")], 1, 1),
+    (
+        "layer-ids-empty-nested",
+        heads.llama_nested_ids,
+        _set(eagle_config={"eagle_aux_hidden_state_layer_ids": []}),
+        [("error", "layer-ids-empty")],
+        1,
+        1,
+    ),
+    (
+        "layer-id-range-above-N",
+        heads.llama_top_level,
+        _ids([1, 4, 9]),
+        [("error", "layer-id-range")],
+        1,
+        1,
+    ),
+    (
+        "layer-id-range-negative",
+        heads.llama_top_level,
+        _ids([-1, 4, 6]),
+        [("error", "layer-id-range")],
+        1,
+        1,
+    ),
+    (
+        "layer-id-duplicate",
+        heads.llama_top_level,
+        _ids([4, 4, 6]),
+        [("error", "layer-id-duplicate")],
+        1,
+        1,
+    ),
+    (
+        "layer-id-count-too-few",
+        heads.llama_top_level,
+        _ids([1, 4]),
+        [("error", "layer-id-count")],
+        1,
+        1,
+    ),
+    (
+        "layer-id-count-too-many",
+        heads.llama_top_level,
+        _ids([1, 4, 6, 7]),
+        [("error", "layer-id-count")],
+        1,
+        1,
+    ),
+    (
+        "layer-ids-convention-includes-N",
+        heads.llama_top_level,
+        _ids([2, 4, 8]),
+        [("note", "layer-ids-convention")],
+        0,
+        0,
+    ),
+    (
+        "layer-ids-convention-default-plus-one",
+        heads.llama_top_level,
+        _ids([3, 5, 6]),
+        [("note", "layer-ids-convention")],
+        0,
+        0,
+    ),
+    (
+        "target-hidden-size",
+        heads.llama_top_level,
+        _both(_set(target_hidden_size=128), _tensor("fc.weight", (H, 3 * 128))),
+        [("error", "target-hidden-size")],
+        1,
+        1,
+    ),
+    (
+        "target-hidden-size-from-hidden_size",
+        heads.llama_top_level,
+        _both(
+            _del("target_hidden_size"),
+            _set(hidden_size=128),
+            _tensor("fc.weight", (128, 3 * 128)),
+            _tensor("lm_head.weight", (512, 128)),
+        ),
+        [("error", "target-hidden-size")],
+        1,
+        1,
+    ),
+    (
+        "fc-width-not-a-multiple",
+        heads.llama_top_level,
+        _tensor("fc.weight", (H, 700)),
+        [("error", "fc-width")],
+        1,
+        1,
+    ),
+    (
+        "fc-width-rows",
+        heads.llama_top_level,
+        _tensor("fc.weight", (128, 3 * H)),
+        [("error", "fc-width")],
+        1,
+        1,
+    ),
+    (
+        "fc-missing",
+        heads.llama_top_level,
+        _tensor("fc.weight", None),
+        [("error", "fc-width")],
+        1,
+        1,
+    ),
+    (
+        "fc-states",
+        heads.llama_top_level,
+        _both(_ids([1, 3, 4, 6]), _tensor("fc.weight", (H, 4 * H))),
+        [("warning", "fc-states")],
+        0,
+        1,
+    ),
+    (
+        "draft-vocab-lm_head",
+        heads.llama_top_level,
+        _tensor("lm_head.weight", (500, H)),
+        [("error", "draft-vocab")],
+        1,
+        1,
+    ),
+    (
+        "draft-vocab-d2t",
+        heads.llama_top_level,
+        _tensor("d2t", (100,), np.int64),
+        [("error", "draft-vocab")],
+        1,
+        1,
+    ),
+    (
+        "draft-vocab-t2d",
+        heads.llama_top_level,
+        _tensor("t2d", (10,), bool),
+        [("error", "draft-vocab")],
+        1,
+        1,
+    ),
+    (
+        "draft-vocab-no-d2t",
+        heads.llama_top_level,
+        _tensor("d2t", None),
+        [("error", "draft-vocab")],
+        1,
+        1,
+    ),
+    (
+        "embeddings-shape",
+        heads.llama_top_level,
+        _tensor("embed_tokens.weight", (heads.VOCAB, 128)),
+        [("error", "embeddings")],
+        1,
+        1,
+    ),
+    (
+        "embeddings-shared-other-vocab",
+        heads.llama_top_level,
+        _both(_set(vocab_size=2048), _tensor("t2d", (2048,), bool)),
+        [("error", "embeddings")],
+        1,
+        1,
+    ),
+    (
+        "no-weights",
+        heads.llama_top_level,
+        lambda cfg, t: t.clear(),
+        [("error", "no-weights")],
+        1,
+        1,
+    ),
 ]
 
 
-@pytest.mark.parametrize(("case", "build", "mutate", "expected", "code", "strict_code"), BROKEN,
-                         ids=[b[0] for b in BROKEN])
-def test_each_rule_gives_exactly_its_finding(case, build, mutate, expected, code, strict_code,
-                                             target: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("case", "build", "mutate", "expected", "code", "strict_code"),
+    BROKEN,
+    ids=[b[0] for b in BROKEN],
+)
+def test_each_rule_gives_exactly_its_finding(
+    case, build, mutate, expected, code, strict_code, target: Path, tmp_path: Path
+) -> None:
     cfg, tensors = build()
     mutate(cfg, tensors)
     head = tmp_path / case
@@ -258,26 +436,48 @@ def _head(tmp_path: Path) -> Path:
 
 BAD_INPUTS: list[tuple[str, Callable[[Path, Path], Path], str]] = [
     ("missing-directory", lambda t, h: h.parent / "nope", "nope: drafter directory does not exist"),
-    ("bad-json", lambda t, h: (h / "config.json").write_text("{ nope") and h,
-     "config.json: not valid JSON"),
-    ("truncated-header", lambda t, h: (h / "model.safetensors").write_bytes(
-        (h / "model.safetensors").read_bytes()[:40]) and h,
-     "model.safetensors: truncated safetensors header"),
-    ("short-file", lambda t, h: (h / "model.safetensors").write_bytes(b"\x01\x02") and h,
-     "model.safetensors: truncated safetensors header"),
-    ("header-not-json", lambda t, h: (h / "model.safetensors").write_bytes(
-        (8).to_bytes(8, "little") + b"not json") and h,
-     "model.safetensors: safetensors header is not valid JSON"),
-    ("missing-shard", lambda t, h: (h / "model.safetensors.index.json").write_text(
-        json.dumps({"weight_map": {"fc.weight": "model-00002-of-00002.safetensors"}})) and h,
-     "model-00002-of-00002.safetensors: no such file"),
+    (
+        "bad-json",
+        lambda t, h: (h / "config.json").write_text("{ nope") and h,
+        "config.json: not valid JSON",
+    ),
+    (
+        "truncated-header",
+        lambda t, h: (
+            (h / "model.safetensors").write_bytes((h / "model.safetensors").read_bytes()[:40]) and h
+        ),
+        "model.safetensors: truncated safetensors header",
+    ),
+    (
+        "short-file",
+        lambda t, h: (h / "model.safetensors").write_bytes(b"\x01\x02") and h,
+        "model.safetensors: truncated safetensors header",
+    ),
+    (
+        "header-not-json",
+        lambda t, h: (
+            (h / "model.safetensors").write_bytes((8).to_bytes(8, "little") + b"not json") and h
+        ),
+        "model.safetensors: safetensors header is not valid JSON",
+    ),
+    (
+        "missing-shard",
+        lambda t, h: (
+            (h / "model.safetensors.index.json").write_text(
+                json.dumps({"weight_map": {"fc.weight": "model-00002-of-00002.safetensors"}})
+            )
+            and h
+        ),
+        "model-00002-of-00002.safetensors: no such file",
+    ),
     ("missing-config", lambda t, h: (h / "config.json").unlink() or h, "config.json: no such file"),
 ]
 
 
 @pytest.mark.parametrize(("case", "breakit", "needle"), BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
-def test_bad_input_is_one_line_naming_the_file(case, breakit, needle, target: Path,
-                                               tmp_path: Path) -> None:
+def test_bad_input_is_one_line_naming_the_file(
+    case, breakit, needle, target: Path, tmp_path: Path
+) -> None:
     head = breakit(target, _head(tmp_path))
     proc = script("--model", str(target), "--drafter", str(head), "--no-vllm")
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -311,19 +511,27 @@ def test_json_gives_the_same_findings(target: Path, tmp_path: Path) -> None:
     assert proc.returncode == data["exit_code"] == 0
     assert data["counts"] == {"error": 0, "warning": 1, "note": 0, "info": data["counts"]["info"]}
     assert [f["rule"] for f in data["findings"]] == [
-        f.rule for f in vi.preflight(target, head, use_vllm=False)]
+        f.rule for f in vi.preflight(target, head, use_vllm=False)
+    ]
     (w,) = [f for f in data["findings"] if f["severity"] == "warning"]
-    assert w == {**w, "rule": "layer-ids-absent", "file": str(head / "config.json"),
-                 "key": "eagle_aux_hidden_state_layer_ids"}
+    assert w == {
+        **w,
+        "rule": "layer-ids-absent",
+        "file": str(head / "config.json"),
+        "key": "eagle_aux_hidden_state_layer_ids",
+    }
 
 
-@pytest.mark.parametrize("args", [
-    ["--bogus"],
-    ["--model", "x"],
-    ["--drafter", "x"],
-    ["--json"],
-    ["--model", "x", "--drafter", "y", "--frobnicate"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--bogus"],
+        ["--model", "x"],
+        ["--drafter", "x"],
+        ["--json"],
+        ["--model", "x", "--drafter", "y", "--frobnicate"],
+    ],
+)
 def test_usage_errors_exit_2(args: list[str]) -> None:
     proc = script(*args)
     assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -335,6 +543,7 @@ def test_without_vllm_it_says_so(target: Path, tmp_path: Path) -> None:
     warning says the wheel's verdicts are unknown."""
     try:
         import vllm  # noqa: F401
+
         pytest.skip("vLLM is installed here")
     except ImportError:
         pass
@@ -347,14 +556,20 @@ def test_vpq_preflight_uses_the_same_rules(target: Path, tmp_path: Path, capsys)
     from vpq import cli
 
     head = heads.write_head(tmp_path / "head", heads.llama_no_ids())
-    code = cli.main(["preflight", "--model", str(target), "--drafter", str(head), "--no-vllm",
-                     "--json"])
+    code = cli.main(
+        ["preflight", "--model", str(target), "--drafter", str(head), "--no-vllm", "--json"]
+    )
     data = json.loads(capsys.readouterr().out)
     assert code == data["exit_code"] == 0
     assert [f["rule"] for f in data["findings"]] == [
-        f.rule for f in vi.preflight(target, head, use_vllm=False)]
-    assert cli.main(["preflight", "--model", str(target), "--drafter", str(head), "--no-vllm",
-                     "--strict"]) == 1
+        f.rule for f in vi.preflight(target, head, use_vllm=False)
+    ]
+    assert (
+        cli.main(
+            ["preflight", "--model", str(target), "--drafter", str(head), "--no-vllm", "--strict"]
+        )
+        == 1
+    )
     assert cli.main(["preflight", "--model", str(target)]) == 2
     with pytest.raises(SystemExit) as exc:
         cli.main(["preflight", "--bogus"])

@@ -28,16 +28,24 @@ class Target:
     eagle3 = True
 
 
-def fake_vllm(monkeypatch: pytest.MonkeyPatch, *, target_eagle3: bool = True,
-              registered: tuple[str, ...] = ("LlamaForCausalLMEagle3",),
-              refuse: str | None = None, reads_nested: bool = False,
-              rewrites_deepseek_v3: bool = True) -> None:
+def fake_vllm(
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    target_eagle3: bool = True,
+    registered: tuple[str, ...] = ("LlamaForCausalLMEagle3",),
+    refuse: str | None = None,
+    reads_nested: bool = False,
+    rewrites_deepseek_v3: bool = True,
+) -> None:
     """Put a stand-in ``vllm`` (and ``transformers.PretrainedConfig``) in sys.modules."""
 
     class Registry:
         def _try_load_model_cls(self, arch: str) -> type | None:
-            return Target if arch == "KimiK25ForConditionalGeneration" else (
-                Drafter if arch in registered else None)
+            return (
+                Target
+                if arch == "KimiK25ForConditionalGeneration"
+                else (Drafter if arch in registered else None)
+            )
 
         def get_supported_archs(self) -> set[str]:
             return {"KimiK25ForConditionalGeneration", *registered}
@@ -54,7 +62,8 @@ def fake_vllm(monkeypatch: pytest.MonkeyPatch, *, target_eagle3: bool = True,
                 raise ValueError(refuse)
             cfg = json.loads((Path(model) / "config.json").read_text())
             self.draft_model_config = SimpleNamespace(
-                architectures=cfg["architectures"], hf_config=SimpleNamespace(**cfg))
+                architectures=cfg["architectures"], hf_config=SimpleNamespace(**cfg)
+            )
 
         @staticmethod
         def hf_config_override(c: SimpleNamespace) -> SimpleNamespace:
@@ -68,18 +77,31 @@ def fake_vllm(monkeypatch: pytest.MonkeyPatch, *, target_eagle3: bool = True,
             ids = getattr(hf, "eagle_aux_hidden_state_layer_ids", None)
             if ids is None and reads_nested:
                 ids = (getattr(hf, "eagle_config", None) or {}).get(
-                    "eagle_aux_hidden_state_layer_ids")
+                    "eagle_aux_hidden_state_layer_ids"
+                )
             return tuple(ids) if ids else None
 
     class PretrainedConfig(SimpleNamespace):
         pass
 
-    mods = {name: types.ModuleType(name) for name in (
-        "vllm", "vllm.config", "vllm.model_executor", "vllm.model_executor.models",
-        "vllm.model_executor.models.interfaces", "vllm.model_executor.models.registry",
-        "vllm.v1", "vllm.v1.worker", "vllm.v1.worker.gpu_model_runner", "transformers")}
+    mods = {
+        name: types.ModuleType(name)
+        for name in (
+            "vllm",
+            "vllm.config",
+            "vllm.model_executor",
+            "vllm.model_executor.models",
+            "vllm.model_executor.models.interfaces",
+            "vllm.model_executor.models.registry",
+            "vllm.v1",
+            "vllm.v1.worker",
+            "vllm.v1.worker.gpu_model_runner",
+            "transformers",
+        )
+    }
     mods["vllm.model_executor.models.interfaces"].supports_eagle3 = (  # type: ignore[attr-defined]
-        lambda cls: target_eagle3 and getattr(cls, "eagle3", False))
+        lambda cls: target_eagle3 and getattr(cls, "eagle3", False)
+    )
     mods["vllm.model_executor.models.registry"].ModelRegistry = Registry()  # type: ignore[attr-defined]
     cfgmod = mods["vllm.config"]
     cfgmod.SpeculativeConfig = SpeculativeConfig  # type: ignore[attr-defined]
@@ -106,9 +128,15 @@ def test_a_wheel_that_serves_the_pair_says_so(monkeypatch, target, tmp_path) -> 
     fake_vllm(monkeypatch)
     got = wheel_findings(target, heads.write_head(tmp_path / "h", heads.llama_top_level()))
     assert {r: s for r, (s, _) in got.items()} == {
-        "vllm": "info", "target-eagle3": "info", "speculative-config": "info",
-        "drafter-class": "info", "layer-ids-wheel": "info"}
-    assert got["layer-ids-wheel"][1] == "this wheel will use ids [1, 4, 6] (from the drafter config)"
+        "vllm": "info",
+        "target-eagle3": "info",
+        "speculative-config": "info",
+        "drafter-class": "info",
+        "layer-ids-wheel": "info",
+    }
+    assert (
+        got["layer-ids-wheel"][1] == "this wheel will use ids [1, 4, 6] (from the drafter config)"
+    )
 
 
 def test_target_without_eagle3_support_is_an_error(monkeypatch, target, tmp_path) -> None:
@@ -123,10 +151,15 @@ def test_a_refused_pair_gives_the_wheels_reason(monkeypatch, target, tmp_path) -
     head = heads.write_head(tmp_path / "h", heads.mla_deepseek_v2())
     got = wheel_findings(target, head)
     assert got["speculative-config"] == (
-        "error", "this wheel refuses the pair in SpeculativeConfig(method=eagle3): "
-                 "ValueError: eagle3 is only supported for ['llama']")
-    assert got["drafter-class"] == ("error", "Eagle3DeepseekV2ForCausalLM -> "
-                                    "Eagle3DeepseekV2ForCausalLM: not in this wheel's model registry")
+        "error",
+        "this wheel refuses the pair in SpeculativeConfig(method=eagle3): "
+        "ValueError: eagle3 is only supported for ['llama']",
+    )
+    assert got["drafter-class"] == (
+        "error",
+        "Eagle3DeepseekV2ForCausalLM -> "
+        "Eagle3DeepseekV2ForCausalLM: not in this wheel's model registry",
+    )
     assert "layer-ids-wheel" not in got
 
 
@@ -134,34 +167,41 @@ def test_a_registered_mla_head_resolves(monkeypatch, target, tmp_path) -> None:
     fake_vllm(monkeypatch, registered=("Eagle3DeepseekV2ForCausalLM",))
     got = wheel_findings(target, heads.write_head(tmp_path / "h", heads.mla_kimi_k2()))
     assert got["drafter-class"][0] == "info" and got["drafter-class"][1].startswith(
-        "Eagle3DeepseekV2ForCausalLM -> Eagle3DeepseekV2ForCausalLM -> ")
+        "Eagle3DeepseekV2ForCausalLM -> Eagle3DeepseekV2ForCausalLM -> "
+    )
 
 
 @pytest.mark.parametrize("reads_nested", [False, True])
-def test_nested_ids_are_checked_against_what_the_runner_reads(monkeypatch, target, tmp_path,
-                                                              reads_nested) -> None:
+def test_nested_ids_are_checked_against_what_the_runner_reads(
+    monkeypatch, target, tmp_path, reads_nested
+) -> None:
     fake_vllm(monkeypatch, reads_nested=reads_nested)
     head = heads.write_head(tmp_path / "h", heads.llama_nested_ids())
     sev, msg = wheel_findings(target, head)["layer-ids-wheel"]
     if reads_nested:
         assert (sev, msg) == ("info", "this wheel will use ids [1, 4, 6] (from the drafter config)")
     else:
-        assert (sev, msg) == ("error", "this wheel will use ids [2, 4, 5] (the target's default), "
-                              "not the [1, 4, 6] the drafter declares in "
-                              "eagle_config.eagle_aux_hidden_state_layer_ids")
+        assert (sev, msg) == (
+            "error",
+            "this wheel will use ids [2, 4, 5] (the target's default), "
+            "not the [1, 4, 6] the drafter declares in "
+            "eagle_config.eagle_aux_hidden_state_layer_ids",
+        )
 
 
 @pytest.mark.parametrize("rewrites", [True, False])
 def test_the_mtp_trap_follows_the_wheels_override(monkeypatch, target, tmp_path, rewrites) -> None:
-    fake_vllm(monkeypatch, rewrites_deepseek_v3=rewrites,
-              registered=("Eagle3DeepseekV2ForCausalLM",))
+    fake_vllm(
+        monkeypatch, rewrites_deepseek_v3=rewrites, registered=("Eagle3DeepseekV2ForCausalLM",)
+    )
     cfg, tensors = heads.mla_deepseek_v2()
     cfg["model_type"] = "deepseek_v3"
     findings = vi.preflight(target, heads.write_head(tmp_path / "h", (cfg, tensors)))
     (trap,) = [f for f in findings if f.rule == "mtp-trap"]
     if rewrites:
         assert trap.severity == "error" and trap.message.endswith(
-            "confirmed: this wheel rewrites it to deepseek_mtp ['DeepSeekMTPModel']")
+            "confirmed: this wheel rewrites it to deepseek_mtp ['DeepSeekMTPModel']"
+        )
     else:
         assert trap.severity == "info" and "NOT rewritten" in trap.message
         assert vi.exit_code(findings) == 0

@@ -16,7 +16,10 @@ from tests.unit.tiny_upstream import MOD, Upstream, replace_line
 
 def test_series_applies_as_one_commit_per_patch(one_patch: Upstream) -> None:
     prep = build.prepare(one_patch.root)
-    assert queue.commits_since(prep.repo, prep.upstream_ref) and len(queue.commits_since(prep.repo, prep.upstream_ref)) == 1
+    assert (
+        queue.commits_since(prep.repo, prep.upstream_ref)
+        and len(queue.commits_since(prep.repo, prep.upstream_ref)) == 1
+    )
     assert prep.changed == {"vllm/mod.py": "M"}
     assert "return 100" in (prep.repo / "vllm/mod.py").read_text()
 
@@ -36,15 +39,29 @@ def test_a_patch_whose_context_moved_is_refused_with_its_offset(one_patch: Upstr
     # two lines above it: git am would apply it at an offset; we refuse.
     one_patch.commit_patch(
         "mod/change-f20.patch",
-        {"vllm/mod.py": replace_line((one_patch.work / "vllm/mod.py").read_text(), "return 20\n", "return 200\n")},
+        {
+            "vllm/mod.py": replace_line(
+                (one_patch.work / "vllm/mod.py").read_text(), "return 20\n", "return 200\n"
+            )
+        },
         "mod: make f20 return 200",
     )
     first = one_patch.root / "patches/mod/add-header.patch"
     g.git(["checkout", "-q", "-f", "-B", "hdr", "upstream/1.0"], one_patch.work)
     (one_patch.work / "vllm/mod.py").write_text("# header\n# more\n" + MOD)
-    g.git(["commit", "-qam", "mod: add header\n\nA header for the test.\nIt moves f10 down two lines.\n\nUpstream-Status: Pending\nForwarded: no"], one_patch.work)
+    g.git(
+        [
+            "commit",
+            "-qam",
+            "mod: add header\n\nA header for the test.\nIt moves f10 down two lines.\n\n"
+            "Upstream-Status: Pending\nForwarded: no",
+        ],
+        one_patch.work,
+    )
     first.write_bytes(queue.format_patch(one_patch.work, "HEAD"))
-    (one_patch.root / "series").write_text("mod/add-header.patch\nmod/change-f10.patch\nmod/change-f20.patch\n")
+    (one_patch.root / "series").write_text(
+        "mod/add-header.patch\nmod/change-f10.patch\nmod/change-f20.patch\n"
+    )
     with pytest.raises(queue.ApplyError) as exc:
         build.prepare(one_patch.root)
     msg = str(exc.value)
@@ -71,15 +88,27 @@ def test_series_applies_with_plain_patch_p1(one_patch: Upstream, tmp_path: Path)
     src = plain / "vllm-1.0"
     for name in series.read_series(one_patch.root):
         proc = subprocess.run(
-            ["patch", "-p1", "--fuzz=0", "--forward", "--batch", "-i", str(one_patch.root / "patches" / name)],
-            cwd=src, capture_output=True, text=True,
+            [
+                "patch",
+                "-p1",
+                "--fuzz=0",
+                "--forward",
+                "--batch",
+                "-i",
+                str(one_patch.root / "patches" / name),
+            ],
+            cwd=src,
+            capture_output=True,
+            text=True,
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "offset" not in proc.stdout and "fuzz" not in proc.stdout
     assert "return 100" in (src / "vllm/mod.py").read_text()
 
 
-def test_upstream_from_git_source_uses_the_pinned_commit(one_patch: Upstream, tmp_path: Path) -> None:
+def test_upstream_from_git_source_uses_the_pinned_commit(
+    one_patch: Upstream, tmp_path: Path
+) -> None:
     """--upstream-source git, against a local repository fixture."""
     remote = tmp_path / "upstream.git"
     g.git(["init", "-q", "--bare", str(remote)], tmp_path)
@@ -106,11 +135,22 @@ def test_git_source_refuses_a_tag_at_another_commit(one_patch: Upstream, tmp_pat
 def test_applying_again_refuses_to_discard_unexported_commits(one_patch: Upstream) -> None:
     prep = build.prepare(one_patch.root)
     (prep.repo / "vllm/mod.py").write_text("edited\n")
-    with pytest.raises(build.BuildError, match=r"uncommitted changes to vllm/mod.py.*nox -s export"):
+    with pytest.raises(
+        build.BuildError, match=r"uncommitted changes to vllm/mod.py.*nox -s export"
+    ):
         build.prepare(one_patch.root)
-    g.git(["commit", "-qam", "mod: more work\n\nThe test adds work in build/work.\nIt must not be lost.\n\n"
-           "Upstream-Status: Pending\nForwarded: no"], prep.repo)
-    with pytest.raises(build.BuildError, match=r"commits on branch patched that are not in patches/"):
+    g.git(
+        [
+            "commit",
+            "-qam",
+            "mod: more work\n\nThe test adds work in build/work.\nIt must not be lost.\n\n"
+            "Upstream-Status: Pending\nForwarded: no",
+        ],
+        prep.repo,
+    )
+    with pytest.raises(
+        build.BuildError, match=r"commits on branch patched that are not in patches/"
+    ):
         build.prepare(one_patch.root)
     # Exporting keeps the work; then applying again is fine.
     series.write(one_patch.root, queue.export(prep.repo, prep.upstream_ref, prep.patches))

@@ -15,9 +15,13 @@ from tests.conftest import REPO_ROOT
 from tests.unit.test_cli import assert_clean_error, run_cli, snapshot
 from tests.unit.tiny_upstream import MOD, Upstream, replace_line
 
-NEW_F20 = replace_line(replace_line(MOD, "return 10\n", "return 100\n"), "return 20\n", "return 200\n")
-WHY = ("The test needs f20 changed, and this line says why.\n"
-       "No longer needed when upstream changes it.\n\nUpstream-Status: Pending\nForwarded: no\n")
+NEW_F20 = replace_line(
+    replace_line(MOD, "return 10\n", "return 100\n"), "return 20\n", "return 200\n"
+)
+WHY = (
+    "The test needs f20 changed, and this line says why.\n"
+    "No longer needed when upstream changes it.\n\nUpstream-Status: Pending\nForwarded: no\n"
+)
 
 
 def _commit_in_work(root: Path, message: str) -> Path:
@@ -39,7 +43,9 @@ def _queue_repo(one_patch: Upstream, dest: Path, attributes: bool) -> Path:
     return dest
 
 
-def test_an_autocrlf_clone_keeps_the_queue_byte_exact_and_builds(one_patch: Upstream, tmp_path: Path) -> None:
+def test_an_autocrlf_clone_keeps_the_queue_byte_exact_and_builds(
+    one_patch: Upstream, tmp_path: Path
+) -> None:
     clone = _queue_repo(one_patch, tmp_path / "clone", attributes=True)
     patch = clone / "patches/mod/change-f10.patch"
     assert patch.read_bytes() == (one_patch.root / "patches/mod/change-f10.patch").read_bytes()
@@ -72,14 +78,21 @@ def test_a_non_ascii_subject_survives_export_move_export(one_patch: Upstream) ->
     assert series.lint(root) == []
 
 
-@pytest.mark.parametrize("line", ["---", "--- a/vllm/mod.py", "diff --git a/x b/x", "Index: vllm/mod.py"])
+@pytest.mark.parametrize(
+    "line", ["---", "--- a/vllm/mod.py", "diff --git a/x b/x", "Index: vllm/mod.py"]
+)
 def test_export_refuses_a_message_git_am_would_cut(one_patch: Upstream, line: str) -> None:
     root = one_patch.root
-    repo = _commit_in_work(root, f"mod: f20 returns 200\n\nThe first line of the why.\n{line}\n" + WHY)
+    repo = _commit_in_work(
+        root, f"mod: f20 returns 200\n\nThe first line of the why.\n{line}\n" + WHY
+    )
     before = snapshot(root)
     proc = run_cli(root, "export")
-    assert_clean_error(proc, f"line 4 of its message, {line!r}, would end the message for `git am`",
-                       g.out(["rev-parse", "HEAD"], repo)[:12])
+    assert_clean_error(
+        proc,
+        f"line 4 of its message, {line!r}, would end the message for `git am`",
+        g.out(["rev-parse", "HEAD"], repo)[:12],
+    )
     assert snapshot(root) == before
 
 
@@ -91,7 +104,9 @@ def test_a_why_written_as_key_value_lines_is_named(one_patch: Upstream) -> None:
     p = one_patch.root / "patches/mod/change-f10.patch"
     text = p.read_text()
     body = text[text.index("\n\n") + 2 : text.index("Upstream-Status:")]
-    p.write_text(text.replace(body, "Why: f10 must return 100.\nNo-longer-needed-when: upstream has it.\n\n"))
+    p.write_text(
+        text.replace(body, "Why: f10 must return 100.\nNo-longer-needed-when: upstream has it.\n\n")
+    )
     (problem,) = series.lint(one_patch.root)
     assert "lines of the form 'Key: value' read as trailers" in problem
     assert "'Why: f10 must return 100.'" in problem and "Write the why as sentences" in problem

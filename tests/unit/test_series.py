@@ -18,14 +18,19 @@ def test_series_lists_patches_in_order_ignoring_comments(one_patch: Upstream) ->
 def test_a_patch_named_twice_is_an_error_naming_the_line(one_patch: Upstream) -> None:
     with (one_patch.root / "series").open("a") as fh:
         fh.write("mod/change-f10.patch\n")
-    with pytest.raises(series.SeriesError, match=r"series:3: mod/change-f10.patch is listed twice \(first on line 2\)"):
+    with pytest.raises(
+        series.SeriesError,
+        match=r"series:3: mod/change-f10.patch is listed twice \(first on line 2\)",
+    ):
         series.read_series(one_patch.root)
 
 
 def test_a_missing_patch_file_is_an_error_naming_it(one_patch: Upstream) -> None:
     with (one_patch.root / "series").open("a") as fh:
         fh.write("nope.patch\n")
-    with pytest.raises(series.SeriesError, match=r"series:3: nope.patch does not exist under patches/"):
+    with pytest.raises(
+        series.SeriesError, match=r"series:3: nope.patch does not exist under patches/"
+    ):
         series.read_series(one_patch.root)
 
 
@@ -50,7 +55,14 @@ def test_lint_finds_unlisted_files_missing_newline_and_trailers(one_patch: Upstr
 
 
 def test_upstream_status_uses_yoctos_values() -> None:
-    ok = ["Pending", "Backport [v0.18.0]", "Submitted [https://x/1]", "Denied", "Inappropriate [local]", "Inactive-Upstream"]
+    ok = [
+        "Pending",
+        "Backport [v0.18.0]",
+        "Submitted [https://x/1]",
+        "Denied",
+        "Inappropriate [local]",
+        "Inactive-Upstream",
+    ]
     for v in ok:
         assert series.UPSTREAM_STATUS_RE.search(f"Upstream-Status: {v}")
     for v in ["pending", "Accepted", "Backport[v1]"]:

@@ -20,7 +20,9 @@ def test_a_backport_header_expects_absorption_from_its_release_on() -> None:
     assert rebase.expected_absorbed("Backport [1a2b3c4]", "0.33.0") is None
 
 
-def test_the_staircase_marks_cells_that_disagree_with_the_header(one_patch: Upstream, tmp_path: Path) -> None:
+def test_the_staircase_marks_cells_that_disagree_with_the_header(
+    one_patch: Upstream, tmp_path: Path
+) -> None:
     (patch,) = series.load(one_patch.root)  # Upstream-Status: Pending
     reports = [
         rebase.Report("1.0", "1.1", [rebase.Outcome(patch.name, "clean", "applies as is")]),

@@ -26,12 +26,18 @@ def test_wheel_has_upstream_tags_label_version_and_manifest(one_patch: Upstream)
         man = json.loads(z.read(f"{di}/{wheel.MANIFEST_NAME}"))
         assert man["upstream"]["version"] == "1.0"
         assert man["patches"][0]["name"] == "mod/change-f10.patch"
-        assert man["patches"][0]["sha256"] == sha256_file(one_patch.root / "patches/mod/change-f10.patch")
+        assert man["patches"][0]["sha256"] == sha256_file(
+            one_patch.root / "patches/mod/change-f10.patch"
+        )
         assert "return 100" in z.read("vllm/mod.py").decode()
         # Unchanged members keep upstream's compressed bytes.
         with zipfile.ZipFile(one_patch.wheel) as up:
             a, b = z.getinfo("vllm/_C.abi3.so"), up.getinfo("vllm/_C.abi3.so")
-            assert (a.compress_type, a.compress_size, a.CRC) == (b.compress_type, b.compress_size, b.CRC)
+            assert (a.compress_type, a.compress_size, a.CRC) == (
+                b.compress_type,
+                b.compress_size,
+                b.CRC,
+            )
         assert z.testzip() is None
     assert res.report.differing == ("vllm/_version.py", "vllm/mod.py")
 
@@ -50,15 +56,29 @@ def test_the_wheel_installs_and_pip_sees_its_files(one_patch: Upstream, tmp_path
     (res,) = build.build_wheels(one_patch.root)
     target = tmp_path / "site"
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target), str(res.wheel.path)],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(target),
+            str(res.wheel.path),
+        ],
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 0, proc.stderr
     assert "return 100" in (target / "vllm/mod.py").read_text()
 
 
 def test_a_series_touching_csrc_is_refused(upstream: Upstream) -> None:
-    upstream.commit_patch("csrc/kernel.patch", {"csrc/kernel.cu": "// changed\n"}, "csrc: change the kernel")
+    upstream.commit_patch(
+        "csrc/kernel.patch", {"csrc/kernel.cu": "// changed\n"}, "csrc: change the kernel"
+    )
     dist = upstream.root / "dist"
     with pytest.raises(build.BuildError, match=r"changes csrc/kernel.cu, which the precompiled"):
         build.build_wheels(upstream.root)
@@ -66,7 +86,9 @@ def test_a_series_touching_csrc_is_refused(upstream: Upstream) -> None:
 
 
 def test_test_only_changes_are_not_shipped_and_the_audit_passes(upstream: Upstream) -> None:
-    upstream.commit_patch("tests/t.patch", {"tests/test_mod.py": "def test(): assert 1\n"}, "tests: stronger test")
+    upstream.commit_patch(
+        "tests/t.patch", {"tests/test_mod.py": "def test(): assert 1\n"}, "tests: stronger test"
+    )
     (res,) = build.build_wheels(upstream.root)
     assert res.report.differing == ("vllm/_version.py",)
 
@@ -79,12 +101,19 @@ def test_new_files_are_added_to_the_wheel(upstream: Upstream) -> None:
     assert "vllm/extra.py" in res.report.differing
 
 
-def test_audit_rejects_a_difference_the_series_does_not_explain(one_patch: Upstream, tmp_path: Path) -> None:
+def test_audit_rejects_a_difference_the_series_does_not_explain(
+    one_patch: Upstream, tmp_path: Path
+) -> None:
     (res,) = build.build_wheels(one_patch.root)
     overlay = {"vllm/mod.py": replace_line(MOD, "return 10\n", "return 100\n").encode()}
     # A wheel with one extra changed member, as a buggy build might make.
-    evil = wheel.build(one_patch.wheel, {**overlay, "vllm/__init__.py": b"# sneaky\n"}, "eagle3.x", {}, tmp_path)
-    with pytest.raises(audit.AuditError, match=r"vllm/__init__.py differs from upstream but the series does not change it"):
+    evil = wheel.build(
+        one_patch.wheel, {**overlay, "vllm/__init__.py": b"# sneaky\n"}, "eagle3.x", {}, tmp_path
+    )
+    with pytest.raises(
+        audit.AuditError,
+        match=r"vllm/__init__.py differs from upstream but the series does not change it",
+    ):
         audit.audit(evil.path, one_patch.wheel, overlay)
     # And one that misses the series' change.
     lazy = wheel.build(one_patch.wheel, {}, "eagle3.y", {}, tmp_path)
@@ -93,10 +122,16 @@ def test_audit_rejects_a_difference_the_series_does_not_explain(one_patch: Upstr
     audit.audit(res.wheel.path, one_patch.wheel, overlay)
 
 
-def test_audit_rejects_wrong_content_for_a_changed_file(one_patch: Upstream, tmp_path: Path) -> None:
+def test_audit_rejects_wrong_content_for_a_changed_file(
+    one_patch: Upstream, tmp_path: Path
+) -> None:
     overlay = {"vllm/mod.py": replace_line(MOD, "return 10\n", "return 100\n").encode()}
-    other = wheel.build(one_patch.wheel, {"vllm/mod.py": b"something else\n"}, "eagle3.z", {}, tmp_path)
-    with pytest.raises(audit.AuditError, match=r"vllm/mod.py does not hold the patched tree's bytes"):
+    other = wheel.build(
+        one_patch.wheel, {"vllm/mod.py": b"something else\n"}, "eagle3.z", {}, tmp_path
+    )
+    with pytest.raises(
+        audit.AuditError, match=r"vllm/mod.py does not hold the patched tree's bytes"
+    ):
         audit.audit(other.path, one_patch.wheel, overlay)
 
 
@@ -122,7 +157,10 @@ def test_a_build_for_one_platform_keeps_the_other_platforms_wheel_of_the_same_se
 ) -> None:
     dist = one_patch.root / "dist"
     dist.mkdir(exist_ok=True)
-    other = dist / f"vllm-1.0+{build.label_for(build.series.load(one_patch.root))}-1-cp38-abi3-manylinux_2_31_aarch64.whl"
+    other = (
+        dist / f"vllm-1.0+{build.label_for(build.series.load(one_patch.root))}"
+        "-1-cp38-abi3-manylinux_2_31_aarch64.whl"
+    )
     other.write_bytes(b"same series, other platform")
     stale = dist / "vllm-1.0+eagle3.00000000-cp38-abi3-manylinux_2_31_x86_64.whl"
     stale.write_bytes(b"earlier series")

@@ -19,7 +19,9 @@ from tests.unit.tiny_upstream import Upstream
 def _start_cli(root: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "vpq", "--root", str(root), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -29,7 +31,10 @@ def test_a_second_command_waits_and_names_the_holder(one_patch: Upstream) -> Non
         child = _start_cli(root, "build", "--no-contract")
         assert child.stderr is not None
         line = child.stderr.readline()  # blocks until the child reports it waits
-        assert line.startswith(f"waiting for {root / 'build/.vpq.lock'}: held by `vpq rebase` (pid {os.getpid()}, since ")
+        assert line.startswith(
+            f"waiting for {root / 'build/.vpq.lock'}: held by `vpq rebase` "
+            f"(pid {os.getpid()}, since "
+        )
         time.sleep(0.5)
         assert child.poll() is None  # still waiting while we hold the lock
     out, err = child.communicate(timeout=120)
@@ -58,11 +63,16 @@ def test_concurrent_builds_both_succeed(one_patch: Upstream) -> None:
 def test_a_killed_holder_does_not_block_the_next_command(one_patch: Upstream) -> None:
     root = one_patch.root
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time; from pathlib import Path; from vpq import worklock\n"
-         "with worklock.held(Path(sys.argv[1]), 'build'):\n"
-         "    print('held', flush=True); time.sleep(600)\n", str(root)],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from vpq import worklock\n"
+            "with worklock.held(Path(sys.argv[1]), 'build'):\n"
+            "    print('held', flush=True); time.sleep(600)\n",
+            str(root),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert holder.stdout is not None and holder.stdout.readline() == "held\n"
     holder.send_signal(signal.SIGKILL)

@@ -57,15 +57,24 @@ def _wheel(path: Path) -> None:
     members = {n: t.encode() for n, t in FILES.items() if n.startswith("vllm/")}
     members["vllm/_C.abi3.so"] = bytes(range(256)) * 64
     di = "vllm-1.0.dist-info"
-    members[f"{di}/METADATA"] = b"Metadata-Version: 2.1\nName: vllm\nVersion: 1.0\nRequires-Dist: numpy\n"
+    members[f"{di}/METADATA"] = (
+        b"Metadata-Version: 2.1\nName: vllm\nVersion: 1.0\nRequires-Dist: numpy\n"
+    )
     # As setuptools writes it: the header block ends with a blank line.
-    members[f"{di}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: cp38-abi3-linux_x86_64\n\n"
+    members[f"{di}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
+        b"Tag: cp38-abi3-linux_x86_64\n\n"
+    )
     members[f"{di}/top_level.txt"] = b"vllm\n"
     rows = [_record(n, d) for n, d in members.items()] + [f"{di}/RECORD,,"]
     members[f"{di}/RECORD"] = ("\n".join(rows) + "\n").encode()
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         for n, d in members.items():
-            z.writestr(zipfile.ZipInfo(n, date_time=(2020, 1, 1, 0, 0, 0)), d, compress_type=zipfile.ZIP_DEFLATED)
+            z.writestr(
+                zipfile.ZipInfo(n, date_time=(2020, 1, 1, 0, 0, 0)),
+                d,
+                compress_type=zipfile.ZIP_DEFLATED,
+            )
 
 
 def _add_to_cache(path: Path, sha256: str) -> None:
@@ -83,7 +92,9 @@ class Upstream:
     wheel: Path
     work: Path  # a scratch git tree at upstream, for making patches
 
-    def commit_patch(self, name: str, edits: dict[str, str], subject: str, body: str | None = None) -> None:
+    def commit_patch(
+        self, name: str, edits: dict[str, str], subject: str, body: str | None = None
+    ) -> None:
         """Commit ``edits`` on top of the scratch tree's HEAD, export it to
         patches/<name> and append it to series."""
         for path, text in edits.items():
