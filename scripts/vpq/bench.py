@@ -92,67 +92,42 @@ def _vllm_own_build(root: Path, pin: lock.Lock, plat: str, out: Path) -> Case:
         shutil.rmtree(src, ignore_errors=True)
 
 
+def _build(name: str, root: Path, out: Path, *args: str) -> Case:
+    """One ``vpq build --no-contract --out OUT ARGS`` case."""
+    return measure(name, ["build", *args, "--no-contract", "--out", str(out)], root)
+
+
+def _build_cases(root: Path, plats: list[str], out: Path) -> list[Case]:
+    """Cold (no ``build/work``) and warm overlay builds per platform, both
+    platforms warm, and the whole ``nox -s build_wheel`` warm."""
+    cases = []
+    for plat in plats:
+        shutil.rmtree(root / build.WORK_DIR, ignore_errors=True)
+        cases.append(_build(f"build_wheel cold {plat}", root, out / "c", "--platform", plat))
+        cases.append(_build(f"build_wheel warm {plat}", root, out / "w", "--platform", plat))
+    cases.append(_build("build_wheel warm all platforms", root, out / "a", "--platform", "all"))
+    cases.append(_whole_command_warm(root))
+    return cases
+
+
 def run(
     root: Path, *, with_native: bool = True, rebase_target: str | None = "0.18.1"
 ) -> list[Case]:
     """All cases; the native build is the baseline for the ratios."""
     pin = lock.load(root)
-    plats = sorted(pin.wheels)
     out = Path(tempfile.mkdtemp(prefix="bench-", dir=root / "build"))
-    cases: list[Case] = []
     try:
-        nc = ["--no-contract"]
-        for plat in plats:
-            shutil.rmtree(root / build.WORK_DIR, ignore_errors=True)
-            cases.append(
-                measure(
-                    f"build_wheel cold {plat}",
-                    ["build", "--platform", plat, *nc, "--out", str(out / "c")],
-                    root,
-                )
-            )
-            cases.append(
-                measure(
-                    f"build_wheel warm {plat}",
-                    ["build", "--platform", plat, *nc, "--out", str(out / "w")],
-                    root,
-                )
-            )
-        cases.append(
-            measure(
-                "build_wheel warm all platforms",
-                ["build", "--platform", "all", *nc, "--out", str(out / "a")],
-                root,
-            )
-        )
-        cases.append(_whole_command_warm(root))
+        cases = _build_cases(root, sorted(pin.wheels), out)
         if with_native:
             host = build.host_platform()
             cases.append(_vllm_own_build(root, pin, host, out))
+            name = f"build_wheel --backend setuptools {host}"
             cases.append(
-                measure(
-                    f"build_wheel --backend setuptools {host}",
-                    [
-                        "build",
-                        "--platform",
-                        host,
-                        "--backend",
-                        "setuptools",
-                        *nc,
-                        "--out",
-                        str(out / "n"),
-                    ],
-                    root,
-                )
+                _build(name, root, out / "n", "--platform", host, "--backend", "setuptools")
             )
         if rebase_target:
-            cases.append(
-                measure(
-                    f"rebase_upstream --check {rebase_target}",
-                    ["rebase", "--check", rebase_target],
-                    root,
-                )
-            )
+            args = ["rebase", "--check", rebase_target]
+            cases.append(measure(f"rebase_upstream --check {rebase_target}", args, root))
     finally:
         shutil.rmtree(out, ignore_errors=True)
     base = next((c for c in cases if c.name.startswith(BASELINE) and c.ok), None)

@@ -196,6 +196,7 @@ def cmd_fixture(ns: argparse.Namespace) -> int:
 
 
 def cmd_preflight(ns: argparse.Namespace) -> int:
+    """``vpq preflight``: check a target + drafter pair offline (verify_install.py's rules)."""
     import verify_install  # the rules live in the standalone script (see its docstring)
 
     if not (ns.model and ns.drafter):
@@ -205,19 +206,8 @@ def cmd_preflight(ns: argparse.Namespace) -> int:
     )
 
 
-def parser() -> argparse.ArgumentParser:
-    """The argument parser for every command."""
-    ap = argparse.ArgumentParser(
-        prog="vpq", description=__doc__.splitlines()[0] if __doc__ else None
-    )
-    ap.add_argument("--root", default=".", help="repository root (default: .)")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    locking = argparse.ArgumentParser(add_help=False)
-    locking.add_argument(
-        "--no-wait",
-        action="store_true",
-        help="fail at once if another command holds this checkout's lock (default: wait)",
-    )
+def _add_build(sub: argparse._SubParsersAction, locking: argparse.ArgumentParser) -> None:
+    """``vpq build`` and its options."""
     b = sub.add_parser(
         "build", parents=[locking], help="apply the series and build audited wheels into dist/"
     )
@@ -247,6 +237,10 @@ def parser() -> argparse.ArgumentParser:
         help="skip the EAGLE-3 contract check after the build (it needs a CPU venv)",
     )
     b.set_defaults(func=cmd_build)
+
+
+def _add_queue(sub: argparse._SubParsersAction, locking: argparse.ArgumentParser) -> None:
+    """``vpq apply``, ``export`` and ``lint``."""
     a = sub.add_parser(
         "apply", parents=[locking], help="apply the series in build/work (to add or edit patches)"
     )
@@ -260,6 +254,10 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--check", action="store_true", help="fail if the export changed any file")
     e.set_defaults(func=cmd_export)
     sub.add_parser("lint", help="lint series and patches").set_defaults(func=cmd_lint)
+
+
+def _add_rebase(sub: argparse._SubParsersAction, locking: argparse.ArgumentParser) -> None:
+    """``vpq rebase`` and its options."""
     r = sub.add_parser(
         "rebase",
         parents=[locking],
@@ -280,6 +278,10 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--upstream-source", choices=["sdist", "git"], default="sdist")
     r.add_argument("--no-build", action="store_true", help="do not build wheels for the new pin")
     r.set_defaults(func=cmd_rebase)
+
+
+def _add_checks(sub: argparse._SubParsersAction, locking: argparse.ArgumentParser) -> None:
+    """``vpq bench``, ``contract`` and ``preflight``."""
     bn = sub.add_parser("bench", help="time the builds against vLLM's own build (nox -s bench)")
     bn.add_argument("--no-native", action="store_true", help="skip vLLM's own build (no ratios)")
     bn.add_argument("--rebase-target", default="0.18.1", help="release for the rebase --check step")
@@ -295,6 +297,19 @@ def parser() -> argparse.ArgumentParser:
         help="check unpatched upstream instead (shows the gaps the series fixes)",
     )
     k.set_defaults(func=cmd_contract)
+    import verify_install
+
+    p = sub.add_parser(
+        "preflight",
+        help="check a target + EAGLE-3 drafter pair offline "
+        "(the rules of scripts/verify_install.py)",
+    )
+    verify_install.add_preflight_arguments(p)
+    p.set_defaults(func=cmd_preflight)
+
+
+def _add_files(sub: argparse._SubParsersAction) -> None:
+    """``vpq fetch`` and ``fixture``."""
     f = sub.add_parser("fetch", help="download the pinned files into the cache")
     f.add_argument("--platform", default="all")
     f.set_defaults(func=cmd_fetch)
@@ -305,15 +320,26 @@ def parser() -> argparse.ArgumentParser:
     )
     x.add_argument("dest")
     x.set_defaults(func=cmd_fixture)
-    import verify_install
 
-    p = sub.add_parser(
-        "preflight",
-        help="check a target + EAGLE-3 drafter pair offline "
-        "(the rules of scripts/verify_install.py)",
+
+def parser() -> argparse.ArgumentParser:
+    """The argument parser for every command."""
+    ap = argparse.ArgumentParser(
+        prog="vpq", description=__doc__.splitlines()[0] if __doc__ else None
     )
-    verify_install.add_preflight_arguments(p)
-    p.set_defaults(func=cmd_preflight)
+    ap.add_argument("--root", default=".", help="repository root (default: .)")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    locking = argparse.ArgumentParser(add_help=False)
+    locking.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="fail at once if another command holds this checkout's lock (default: wait)",
+    )
+    _add_build(sub, locking)
+    _add_queue(sub, locking)
+    _add_rebase(sub, locking)
+    _add_checks(sub, locking)
+    _add_files(sub)
     return ap
 
 

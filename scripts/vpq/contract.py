@@ -560,6 +560,28 @@ class Table:
         return "\n".join(lines)
 
 
+def _table(items: list[Item], results: list[dict[str, str]], modules: dict[str, str]) -> Table:
+    """The probe's per-item verdicts as a table: one row per item label (an
+    item found on several paths keeps its worst verdict), each cell's
+    responsible files."""
+    rows: dict[str, dict[str, str]] = {}
+    where: dict[str, str] = {}
+    files: dict[tuple[str, str], set[str]] = {}
+    rank = {"n/a": 0, "ok": 1, "stub": 2, "missing": 3}
+    for item, res in zip(items, results, strict=True):
+        row = rows.setdefault(item.label, {a: "n/a" for a in CLAIMED})
+        where.setdefault(item.label, item.where)
+        for arch, v in res.items():
+            if rank[v] > rank[row[arch]]:
+                row[arch] = v
+            if v == "n/a":
+                continue
+            owner = modules.get(arch) if item.kind in ("interface", "method") else item.file
+            if owner:
+                files.setdefault((item.label, arch), set()).add(owner)
+    return Table(rows, where, files)
+
+
 def check(
     python: Path,
     items: list[Item],
@@ -606,20 +628,4 @@ def check(
     results = tagged_json(proc.stdout, "CONTRACT")
     if proc.returncode != 0 or not isinstance(results, list):
         raise ContractError(f"contract probe failed under {python}: {proc.stderr.strip()[-1500:]}")
-    rows: dict[str, dict[str, str]] = {}
-    where: dict[str, str] = {}
-    files: dict[tuple[str, str], set[str]] = {}
-    rank = {"n/a": 0, "ok": 1, "stub": 2, "missing": 3}
-    for item, res in zip(items, results, strict=True):
-        row = rows.setdefault(item.label, {a: "n/a" for a in CLAIMED})
-        where.setdefault(item.label, item.where)
-        for arch, v in res.items():
-            # An item found on several paths: the worst applicable verdict wins.
-            if rank[v] > rank[row[arch]]:
-                row[arch] = v
-            if v == "n/a":
-                continue
-            owner = (modules or {}).get(arch) if item.kind in ("interface", "method") else item.file
-            if owner:
-                files.setdefault((item.label, arch), set()).add(owner)
-    return Table(rows, where, files)
+    return _table(items, results, modules or {})

@@ -121,6 +121,7 @@ def for_checkout(root: Path, *, upstream: bool = False) -> contract.Table:
     plat = build.host_platform()
 
     def common_txt() -> bytes:
+        """The pinned upstream's requirements/common.txt, from the work tree."""
         return g.git(["show", f"{prep.upstream_ref}:requirements/common.txt"], prep.repo).stdout
 
     if upstream:

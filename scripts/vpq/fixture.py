@@ -316,6 +316,20 @@ HEAD_SHAPES: dict[str, tuple[str, str, str, bool]] = {
 KIMI_ROPE_THETA = 50000.0
 
 
+def _mla_head_fields() -> dict[str, object]:
+    """An MLA head's attention fields: Kimi-K2's shapes (as the target's text
+    config), a dense MLP, ``rope_theta`` 50000 without ``rope_scaling``."""
+    text = tiny_text_config()
+    keys = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+    return {key: text[key] for key in keys} | {
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "rope_theta": KIMI_ROPE_THETA,
+        "n_routed_experts": None,
+        "first_k_dense_replace": 1,
+    }
+
+
 def write_eagle3_head(
     dest: Path, shape: str, aux_layer_ids: tuple[int, ...] = AUX_LAYER_IDS
 ) -> Path:
@@ -350,22 +364,7 @@ def write_eagle3_head(
         "torch_dtype": "bfloat16",
     }
     if model_type != "llama":
-        text = tiny_text_config()
-        for key in (
-            "kv_lora_rank",
-            "q_lora_rank",
-            "qk_rope_head_dim",
-            "qk_nope_head_dim",
-            "v_head_dim",
-        ):
-            cfg[key] = text[key]
-        cfg.update(
-            num_attention_heads=16,
-            num_key_value_heads=16,
-            rope_theta=KIMI_ROPE_THETA,
-            n_routed_experts=None,
-            first_k_dense_replace=1,
-        )
+        cfg.update(_mla_head_fields())
     if ids_at == "top":
         cfg["eagle_aux_hidden_state_layer_ids"] = list(aux_layer_ids)
     elif ids_at == "empty":

@@ -95,12 +95,34 @@ def build(
         return finish(raw, upstream_wheel, version, manifest, out_dir)
 
 
+def _wheel_tool(t: Path, *args: str) -> None:
+    """``python -m wheel ARGS`` in ``t``."""
+    _run([sys.executable, "-m", "wheel", *args], t)
+
+
+def _add_our_files(
+    unpacked: Path, upstream_wheel: Path, version: str, manifest: dict[str, object]
+) -> None:
+    """The manifest, and upstream's ``_version.py`` with ``version``: setuptools-scm
+    writes its own (its template, commit_id None), so both backends report
+    the same version and the pinned upstream commit."""
+    dist_info = _one(unpacked, "*.dist-info", "wheel unpack")
+    (dist_info / wheel.MANIFEST_NAME).write_text(
+        json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    )
+    with zipfile.ZipFile(upstream_wheel) as up:
+        (unpacked / VERSION_FILE).write_text(
+            wheel.rewrite_version_py(up.read(VERSION_FILE).decode(), version)
+        )
+
+
 def finish(
     raw: Path, upstream_wheel: Path, version: str, manifest: dict[str, object], out_dir: Path
 ) -> wheel.BuiltWheel:
     """Turn the wheel ``python -m build`` made into ours, with the ``wheel``
     tool: add the manifest and upstream's ``_version.py`` (with ``version``),
-    repack (RECORD rewritten), retag to the upstream wheel's tags.
+    repack with our build tag (RECORD rewritten), retag to the upstream
+    wheel's tags.
 
     Raises:
         NativeBuildError: a ``wheel`` command failed.
@@ -109,52 +131,24 @@ def finish(
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".finish-") as tmp:
         t = Path(tmp)
-        _run([sys.executable, "-m", "wheel", "unpack", "--dest", str(t / "unpacked"), str(raw)], t)
+        _wheel_tool(t, "unpack", "--dest", str(t / "unpacked"), str(raw))
         unpacked = _one(t / "unpacked", "*", "wheel unpack")
-        dist_info = _one(unpacked, "*.dist-info", "wheel unpack")
-        (dist_info / wheel.MANIFEST_NAME).write_text(
-            json.dumps(manifest, indent=2, sort_keys=True) + "\n"
-        )
-        # setuptools-scm writes its own _version.py (its template, commit_id
-        # None); use the overlay's rewrite of upstream's file instead, so both
-        # backends report the same version and the pinned upstream commit.
-        with zipfile.ZipFile(upstream_wheel) as up:
-            (unpacked / VERSION_FILE).write_text(
-                wheel.rewrite_version_py(up.read(VERSION_FILE).decode(), version)
-            )
+        _add_our_files(unpacked, upstream_wheel, version, manifest)
         (t / "packed").mkdir()
-        _run(
-            [
-                sys.executable,
-                "-m",
-                "wheel",
-                "pack",
-                "--build-number",
-                wheel.BUILD_TAG,
-                "--dest-dir",
-                str(t / "packed"),
-                str(unpacked),
-            ],
+        _wheel_tool(
             t,
+            "pack",
+            "--build-number",
+            wheel.BUILD_TAG,
+            "--dest-dir",
+            str(t / "packed"),
+            str(unpacked),
         )
         packed = _one(t / "packed", "*.whl", "wheel pack")
-        _run(
-            [
-                sys.executable,
-                "-m",
-                "wheel",
-                "tags",
-                "--remove",
-                "--python-tag",
-                py_tag,
-                "--abi-tag",
-                abi_tag,
-                "--platform-tag",
-                plat_tag,
-                str(packed),
-            ],
-            t,
-        )
+        _wheel_tool(
+            t, "tags", "--remove", "--python-tag", py_tag, "--abi-tag", abi_tag,
+            "--platform-tag", plat_tag, str(packed),
+        )  # fmt: skip
         tagged = _one(t / "packed", "*.whl", "wheel tags")
         final = out_dir / tagged.name
         shutil.move(str(tagged), final)
