@@ -271,11 +271,17 @@ def _model_calls(stmts: list[ast.stmt], path: str, names: set[str]) -> list[Item
 
 
 def discover_runner(
-    source: str, path: str = RUNNER, read: Callable[[str], str] | None = None
+    source: str,
+    path: str = RUNNER,
+    read: Callable[[str], str] | None = None,
+    *,
+    required: bool = True,
 ) -> list[Item]:
     """Interface checks and model calls on a runner's EAGLE-3 code paths,
     following helpers in other modules (read with ``read``) that receive
-    the model.
+    the model. With ``required=False`` (the opt-in runner, which before
+    0.17 sets no EAGLE-3 layers at all) a runner without a check gives no
+    items instead of an error.
 
     Raises:
         ContractError: the runner mentions the EAGLE-3 path but no
@@ -284,7 +290,7 @@ def discover_runner(
     """
     d = _RunnerDiscovery(read)
     d.module(source, path)
-    if not any(i.kind == "interface" for i in d.items):
+    if required and not any(i.kind == "interface" for i in d.items):
         tree = ast.parse(source)
         lost = [
             f"{fn.name} ({path}:{fn.lineno})"
@@ -481,7 +487,7 @@ def discover(read: Callable[[str], str]) -> list[Item]:
     except (OSError, KeyError, VpqError):
         v2 = None  # releases before the opt-in runner
     if v2 is not None:
-        items += discover_runner(v2, RUNNER_V2, read)
+        items += discover_runner(v2, RUNNER_V2, read, required=False)
     items += discover_gate(speculative) + discover_proposer(proposer)
     return items
 

@@ -44,12 +44,14 @@ def test_the_same_drafter_hashes_the_same_and_different_ids_differ(tmp_path) -> 
 
 
 def test_layer_ids_nested_under_eagle_config_are_in_the_key(tmp_path) -> None:
-    """Ours (``speculative-nested-eagle3-layer-ids-in-compile-cache-key.patch``,
-    Pending): the runner reads ids under ``eagle_config`` when the top level
-    has none (EAGLE 3.1 and SpecForge heads), so those ids shape the graph
-    and must be in the key. Rewriting only the nested ids of one drafter, in
-    place, changes the key; through 0.33.0 upstream hashes the top-level key
-    only."""
+    """The runner reads ids under ``eagle_config`` when the top level has
+    none (EAGLE 3.1 and SpecForge heads), so those ids shape the graph and
+    must be in the key. ``SpeculativeConfig.compute_hash`` itself hashes the
+    top-level key only (through 0.33.0), but the drafter's
+    ``ModelConfig.compute_hash`` that this backport adds hashes the draft
+    ``hf_config`` whole, nested ids included: rewriting only the nested ids
+    of one drafter, in place, changes the key. (Measured: with the top-level
+    lookup alone this still holds, so no patch of our own is needed.)"""
     import json
 
     target = _llama_target(tmp_path / "target")

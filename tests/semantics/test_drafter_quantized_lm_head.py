@@ -35,6 +35,10 @@ class StubLlamaModel(nn.Module):
     def __init__(self, *, vllm_config: object, prefix: str, start_layer_id: int) -> None:
         super().__init__()
         self.use_aux_hidden_state = True
+        # What the head reads of its model besides the layers (EAGLE 3.1
+        # options, off for a plain EAGLE-3 head).
+        self.norm_before_fc = False
+        self.fc_norm = None
 
 
 def test_quantized_lm_head_checkpoint_maps_onto_the_drafters_head(

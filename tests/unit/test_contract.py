@@ -217,3 +217,9 @@ def test_a_runner_whose_eagle3_path_is_lost_names_the_functions_to_look_at() -> 
     with pytest.raises(contract.ContractError) as err:
         contract.discover_runner(lost, contract.RUNNER_V2, {}.__getitem__)
     assert f"Discovery lost the path in load_model ({contract.RUNNER_V2}:5)" in str(err.value)
+
+
+def test_an_opt_in_runner_without_an_eagle3_path_adds_nothing() -> None:
+    """0.16.0's opt-in runner sets no EAGLE-3 layers at all: not an error there."""
+    quiet = RUNNER_V2.replace("set_eagle3_aux_hidden_state_layers(self.model,", "print(")
+    assert contract.discover_runner(quiet, contract.RUNNER_V2, {}.__getitem__, required=False) == []
