@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -75,21 +76,28 @@ def index_url() -> str:
 
 
 def _pip_default_index() -> str:
-    """pip's built-in default index, for a pip with no ``index-url`` set.
+    """pip's built-in default index, for a pip with no ``index-url`` set, as
+    pip's own ``install --help`` states it ("Base URL of the Python Package
+    Index (default URL)"): the public interface, not pip's internals.
 
     Raises:
-        FetchError: pip is not importable here (a venv made without pip), so
-            there is no index to fall back on.
+        FetchError: there is no pip here (a venv made without pip), or its
+            help names no default.
     """
-    try:
-        from pip._internal.models.index import PyPI  # pip's own default
-    except ImportError:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--help"], capture_output=True, text=True
+    )
+    m = re.search(
+        r"--index-url <url>\s+Base URL of the Python Package\s+Index\s+\(default\s+(\S+?)\)",
+        proc.stdout,
+    )
+    if proc.returncode != 0 or not m:
         raise FetchError(
             f"no package index is configured and {sys.executable} has no pip to "
             "take its default from; set VPQ_INDEX_URL to a simple index (PEP 503/691) "
             "or run the tool with a Python that has pip"
-        ) from None
-    return str(PyPI.simple_url)
+        )
+    return m.group(1)
 
 
 def _simple_page(project: str) -> dict[str, object]:

@@ -3,6 +3,7 @@ the file or command."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -13,11 +14,23 @@ from vpq import contract, fetch, native, venv
 def test_no_index_and_no_pip_is_a_fetch_error(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
     monkeypatch.delenv("VPQ_INDEX_URL", raising=False)
     monkeypatch.setenv("PIP_CONFIG_FILE", str(tmp_path / "none.conf"))  # no index-url configured
-    monkeypatch.setitem(sys.modules, "pip._internal.models.index", None)  # as in a venv without pip
+    monkeypatch.setattr(fetch.sys, "executable", str(bare / "bin" / "python"))
     with pytest.raises(fetch.FetchError, match="no package index is configured.*set VPQ_INDEX_URL"):
         fetch.index_url()
+
+
+def test_with_no_index_configured_pip_names_its_default(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("VPQ_INDEX_URL", raising=False)
+    monkeypatch.delenv("PIP_INDEX_URL", raising=False)
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(tmp_path / "none.conf"))
+    url = fetch.index_url()
+    assert url.startswith("https://") and url.endswith("/simple/")
 
 
 def test_a_contract_probe_that_hangs_is_a_contract_error(
