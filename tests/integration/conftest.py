@@ -6,7 +6,9 @@ venv (a few minutes); later runs reuse both.
 
 from __future__ import annotations
 
+import os
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -89,3 +91,24 @@ def patched_probe(patched_python, tiny_configs) -> dict[str, object]:
 @pytest.fixture(scope="session")
 def upstream_probe(upstream_python, tiny_configs) -> dict[str, object]:
     return run_probe(upstream_python, tiny_configs)
+
+
+def run_in_venv(python: Path, suite: str, env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """Run ``tests/<suite>`` with ``python`` (a wheel venv) and ``env`` added;
+    return test id -> passed | failed | skipped, read from its JUnit XML."""
+    xml = tmp_path / "junit.xml"
+    cmd = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}"]
+    cmd += ["--rootdir", str(REPO_ROOT), str(REPO_ROOT / "tests" / suite)]
+    proc = subprocess.run(
+        cmd, cwd=REPO_ROOT, env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR", **env},
+        capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    assert xml.exists(), proc.stdout[-4000:] + proc.stderr[-4000:]
+    outcomes = {}
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        kinds = {child.tag for child in case}
+        failed, skipped = kinds & {"failure", "error"}, "skipped" in kinds
+        outcomes[f"{case.get('classname')}::{case.get('name')}"] = (
+            "failed" if failed else "skipped" if skipped else "passed"
+        )
+    return outcomes

@@ -9,17 +9,15 @@ is fetched here, hash-checked, and its sdist path passed in ``VPQ_REFERENCE_SDIS
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import tomllib
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 from vpq import fetch
 
 from tests.conftest import REPO_ROOT
+from tests.integration.conftest import run_in_venv
 
 REFERENCE = "vllm-0_20_0"
 
@@ -32,45 +30,11 @@ def reference_sdist() -> Path:
 
 def run_parsers(python: Path, sdist: Path, tmp_path: Path) -> dict[str, str]:
     """Run tests/parsers with ``python``; return test id -> outcome."""
-    xml = tmp_path / "junit.xml"
     env = {
-        **os.environ,
         "VPQ_PARSERS": "1",
         "VPQ_REFERENCE_SDIST": str(sdist),
-        "VLLM_LOGGING_LEVEL": "ERROR",
     }
-    proc = subprocess.run(
-        [
-            str(python),
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            f"--junitxml={xml}",
-            "--rootdir",
-            str(REPO_ROOT),
-            str(REPO_ROOT / "tests/parsers"),
-        ],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert xml.exists(), proc.stdout[-4000:] + proc.stderr[-4000:]
-    outcomes = {}
-    for case in ET.parse(xml).getroot().iter("testcase"):
-        name = f"{case.get('classname')}::{case.get('name')}"
-        kinds = {child.tag for child in case}
-        outcomes[name] = (
-            "failed"
-            if kinds & {"failure", "error"}
-            else "skipped"
-            if "skipped" in kinds
-            else "passed"
-        )
-    return outcomes
+    return run_in_venv(python, "parsers", env, tmp_path)
 
 
 def test_every_parser_replay_passes_on_the_patched_wheel(

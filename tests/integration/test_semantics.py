@@ -3,17 +3,15 @@ wheel, and every one must fail on unpatched upstream vLLM 0.17.1."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import tarfile
 import tomllib
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 from vpq import fetch
 
 from tests.conftest import REPO_ROOT
+from tests.integration.conftest import run_in_venv
 
 REF = "vllm/model_executor/models/deepseek_v2.py"
 REF_EAGLE3 = "vllm/model_executor/models/deepseek_eagle3.py"
@@ -44,46 +42,12 @@ def upstream_0_23_0_deepseek_eagle3(tmp_path_factory: pytest.TempPathFactory) ->
 
 def run_semantics(python: Path, ref: Path, tmp_path: Path, ref_eagle3: Path) -> dict[str, str]:
     """Run tests/semantics with ``python``; return test id -> outcome."""
-    xml = tmp_path / "junit.xml"
     env = {
-        **os.environ,
         "VPQ_SEMANTICS": "1",
         "VPQ_UPSTREAM_DEEPSEEK_V2": str(ref),
         "VPQ_UPSTREAM_DEEPSEEK_EAGLE3": str(ref_eagle3),
-        "VLLM_LOGGING_LEVEL": "ERROR",
     }
-    proc = subprocess.run(
-        [
-            str(python),
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            f"--junitxml={xml}",
-            "--rootdir",
-            str(REPO_ROOT),
-            str(REPO_ROOT / "tests/semantics"),
-        ],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert xml.exists(), proc.stdout[-4000:] + proc.stderr[-4000:]
-    outcomes = {}
-    for case in ET.parse(xml).getroot().iter("testcase"):
-        name = f"{case.get('classname')}::{case.get('name')}"
-        kinds = {child.tag for child in case}
-        outcomes[name] = (
-            "failed"
-            if kinds & {"failure", "error"}
-            else "skipped"
-            if "skipped" in kinds
-            else "passed"
-        )
-    return outcomes
+    return run_in_venv(python, "semantics", env, tmp_path)
 
 
 def test_semantic_tests_pass_on_the_patched_wheel(
