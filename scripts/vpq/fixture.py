@@ -271,29 +271,7 @@ def write_tiny_eagle3_drafter(dest: Path, aux_layer_ids: tuple[int, ...] = AUX_L
     The head's hidden size equals the target's (``target_hidden_size``), so
     its input projection is ``3 * 256 -> 256``; 4 heads of 64.
     """
-    dest.mkdir(parents=True, exist_ok=True)
-    cfg = {
-        "model_type": "llama",
-        "architectures": ["LlamaForCausalLMEagle3"],
-        "hidden_size": HIDDEN,
-        "intermediate_size": 512,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 4,
-        "vocab_size": VOCAB,
-        "draft_vocab_size": VOCAB,
-        "target_hidden_size": HIDDEN,
-        "eagle_aux_hidden_state_layer_ids": list(aux_layer_ids),
-        "max_position_embeddings": 2048,
-        "rms_norm_eps": 1e-6,
-        "hidden_act": "silu",
-        "bos_token_id": BOS_ID,
-        "eos_token_id": EOS_ID,
-        "tie_word_embeddings": False,
-        "torch_dtype": "bfloat16",
-    }
-    _write_json(dest / "config.json", cfg)
-    return dest
+    return write_eagle3_head(dest, "llama-top", aux_layer_ids)
 
 
 #: The public EAGLE-3 head shapes for Kimi-K2.5, by what their config says

@@ -57,12 +57,16 @@ def tiny_configs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     )
 
 
-def run_probe(python: Path, configs: tuple[Path, Path]) -> dict[str, object]:
+def run_probe(
+    python: Path, configs: tuple[Path, Path], probe: Path = PROBE, timeout: int = 600
+) -> dict[str, object]:
+    """Run ``probe`` (a script printing ``PROBE <json>``) with ``python`` on
+    the target and drafter config directories; return its result."""
     proc = subprocess.run(
-        [str(python), str(PROBE), str(configs[0]), str(configs[1])],
+        [str(python), str(probe), str(configs[0]), str(configs[1])],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
     )
     result = tagged_json(proc.stdout, "PROBE")
     assert proc.returncode == 0 and result is not None, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -9,27 +9,19 @@ would, offline and without ``skip_tokenizer_init``; the GPU tests
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 from vpq import fixture
-from vpq.proc import tagged_json
+
+from tests.integration.conftest import run_probe
 
 PROBE = Path(__file__).with_name("fixture_probe.py")
 
 
 @pytest.fixture(scope="module")
 def probe(patched_python: Path, tiny_configs: tuple[Path, Path]) -> dict[str, dict]:
-    proc = subprocess.run(
-        [str(patched_python), str(PROBE), *map(str, tiny_configs)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    result = tagged_json(proc.stdout, "PROBE")
-    assert proc.returncode == 0 and result is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return result  # type: ignore[return-value]
+    return run_probe(patched_python, tiny_configs, PROBE, timeout=900)  # type: ignore[return-value]
 
 
 def _ok(res: dict) -> dict:

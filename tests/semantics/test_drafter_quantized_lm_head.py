@@ -41,11 +41,28 @@ class StubLlamaModel(nn.Module):
         self.fc_norm = None
 
 
+def _head_vllm_config() -> SimpleNamespace:
+    """What the head's ``__init__`` reads of a ``VllmConfig``: a tiny Llama
+    draft config (hidden 64, vocabulary 128) on a 4-layer target. A stand-in,
+    since the real ``VllmConfig`` would build the drafter's CUDA layers."""
+    from transformers import LlamaConfig
+
+    hf = LlamaConfig(hidden_size=64, vocab_size=128, num_hidden_layers=1, num_attention_heads=2)
+    return SimpleNamespace(
+        speculative_config=SimpleNamespace(
+            draft_model_config=SimpleNamespace(hf_config=hf), parallel_drafting=False
+        ),
+        model_config=SimpleNamespace(
+            get_total_num_hidden_layers=lambda: 4, get_num_layers=lambda _: 4
+        ),
+        parallel_config=None,
+    )
+
+
 def test_quantized_lm_head_checkpoint_maps_onto_the_drafters_head(
     make_model, tmp_path, monkeypatch
 ) -> None:
     from safetensors.torch import save_file
-    from transformers import LlamaConfig
     from vllm.model_executor.layers.quantization.cpu_wna16 import CPUAWQConfig
     from vllm.model_executor.model_loader.weight_utils import safetensors_weights_iterator
     from vllm.model_executor.models import llama_eagle3
@@ -56,16 +73,7 @@ def test_quantized_lm_head_checkpoint_maps_onto_the_drafters_head(
     )
     monkeypatch.setattr(llama_eagle3, "LlamaModel", StubLlamaModel)
     monkeypatch.setattr(llama_eagle3, "get_draft_quant_config", lambda vllm_config: quant)
-    hf = LlamaConfig(hidden_size=64, vocab_size=128, num_hidden_layers=1, num_attention_heads=2)
-    vllm_config = SimpleNamespace(
-        speculative_config=SimpleNamespace(
-            draft_model_config=SimpleNamespace(hf_config=hf), parallel_drafting=False
-        ),
-        model_config=SimpleNamespace(
-            get_total_num_hidden_layers=lambda: 4, get_num_layers=lambda _: 4
-        ),
-        parallel_config=None,
-    )
+    vllm_config = _head_vllm_config()
     drafter = _build(llama_eagle3, vllm_config)
 
     # AWQ packs eight 4-bit values per int32 along the output dim.
@@ -91,23 +99,13 @@ def test_quantized_lm_head_checkpoint_maps_onto_the_drafters_head(
 def test_unquantized_drafter_head_keeps_a_plain_weight(make_model, monkeypatch) -> None:
     """With no quantization config the head is unchanged (a plain weight);
     together with the test above this pins the config's pass-through."""
-    from transformers import LlamaConfig
     from vllm.model_executor.models import llama_eagle3
 
     make_model(4)
     seen = []
     monkeypatch.setattr(llama_eagle3, "LlamaModel", StubLlamaModel)
     monkeypatch.setattr(llama_eagle3, "get_draft_quant_config", lambda vllm_config: seen.append(1))
-    hf = LlamaConfig(hidden_size=64, vocab_size=128, num_hidden_layers=1, num_attention_heads=2)
-    vllm_config = SimpleNamespace(
-        speculative_config=SimpleNamespace(
-            draft_model_config=SimpleNamespace(hf_config=hf), parallel_drafting=False
-        ),
-        model_config=SimpleNamespace(
-            get_total_num_hidden_layers=lambda: 4, get_num_layers=lambda _: 4
-        ),
-        parallel_config=None,
-    )
+    vllm_config = _head_vllm_config()
     drafter = _build(llama_eagle3, vllm_config)
     assert seen == [1]  # the head asked for the drafter's config
     assert tuple(dict(drafter.named_parameters())["lm_head.weight"].shape) == (128, 64)

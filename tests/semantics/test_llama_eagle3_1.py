@@ -23,18 +23,17 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 from vllm.config import (
-    CompilationConfig,
-    CompilationMode,
-    DeviceConfig,
-    ModelConfig,
-    ParallelConfig,
-    SpeculativeConfig,
-    VllmConfig,
     set_current_vllm_config,
 )
 
 from tests.semantics import stubs
-from tests.semantics.test_mla_drafter import N_AUX, TorchRMSNorm, aux_states, rms
+from tests.semantics.test_mla_drafter import (
+    N_AUX,
+    TorchRMSNorm,
+    aux_states,
+    eagle3_vllm_config,
+    rms,
+)
 
 H = stubs.HIDDEN
 VOCAB = 128
@@ -92,20 +91,7 @@ def build(module, tmp_path: Path, distributed, norm_output: bool):  # type: igno
             }
         )
     )
-    mc = ModelConfig(model=str(target), skip_tokenizer_init=True, dtype="float32")
-    sc = SpeculativeConfig(
-        target_model_config=mc,
-        target_parallel_config=ParallelConfig(),
-        method="eagle3",
-        model=str(head),
-        num_speculative_tokens=2,
-    )
-    vc = VllmConfig(
-        model_config=mc,
-        speculative_config=sc,
-        device_config=DeviceConfig(device="cpu"),
-        compilation_config=CompilationConfig(mode=CompilationMode.NONE),
-    )
+    vc = eagle3_vllm_config(target, head)
     g = torch.Generator().manual_seed(11)
     save_file(
         {

@@ -198,11 +198,9 @@ def checkpoint(dest: Path) -> dict[str, torch.Tensor]:
     return load_file(str(dest))
 
 
-def build(module, tmp_path: Path, distributed, *, fc_norm: bool, norm_output: bool):  # type: ignore[no-untyped-def]
-    target = stubs.write_text_config(tmp_path / "target", 4)
-    head = write_head(
-        tmp_path / f"head-{fc_norm}-{norm_output}", fc_norm=fc_norm, norm_output=norm_output
-    )
+def eagle3_vllm_config(target: Path, head: Path) -> VllmConfig:
+    """A CPU ``VllmConfig`` (no compilation) with EAGLE-3 speculation: the
+    head at ``head`` on the target at ``target``, 2 speculative tokens."""
     mc = ModelConfig(model=str(target), skip_tokenizer_init=True, dtype="float32")
     sc = SpeculativeConfig(
         target_model_config=mc,
@@ -211,12 +209,20 @@ def build(module, tmp_path: Path, distributed, *, fc_norm: bool, norm_output: bo
         model=str(head),
         num_speculative_tokens=2,
     )
-    vc = VllmConfig(
+    return VllmConfig(
         model_config=mc,
         speculative_config=sc,
         device_config=DeviceConfig(device="cpu"),
         compilation_config=CompilationConfig(mode=CompilationMode.NONE),
     )
+
+
+def build(module, tmp_path: Path, distributed, *, fc_norm: bool, norm_output: bool):  # type: ignore[no-untyped-def]
+    target = stubs.write_text_config(tmp_path / "target", 4)
+    head = write_head(
+        tmp_path / f"head-{fc_norm}-{norm_output}", fc_norm=fc_norm, norm_output=norm_output
+    )
+    vc = eagle3_vllm_config(target, head)
     with set_current_vllm_config(vc):
         distributed()
         model = module.Eagle3DeepseekV2ForCausalLM(vllm_config=vc, prefix="")
