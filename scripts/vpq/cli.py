@@ -18,6 +18,7 @@ from vpq import (
     contract_check,
     fetch,
     lock,
+    probe,
     queue,
     rebase,
     series,
@@ -168,8 +169,12 @@ def cmd_rebase(ns: argparse.Namespace) -> int:
 
 
 def cmd_lint(ns: argparse.Namespace) -> int:
-    """``vpq lint``: lint series and patches; exit 1 on any problem."""
-    problems = series.lint(_root(ns))
+    """``vpq lint``: lint series, patches and (where the queue has one)
+    ``probes.toml``; exit 1 on any problem."""
+    root = _root(ns)
+    problems = series.lint(root)
+    if not problems and (root / probe.PROBES_FILE).is_file():
+        problems = probe.lint(root, series.read_series(root))
     for p in problems:
         print(p, file=sys.stderr)
     if not problems:

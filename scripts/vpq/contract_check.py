@@ -18,7 +18,8 @@ import hashlib
 import json
 import tempfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
@@ -37,9 +38,26 @@ def _reader(repo: Path, ref: str) -> Callable[[str], str]:
     return read
 
 
-def _deps(repo: Path, common_ref: str) -> Path:
-    """The cached deps venv for ``common_ref``'s ``requirements/common.txt``."""
-    return venv.deps_env(g.git(["show", f"{common_ref}:requirements/common.txt"], repo).stdout)
+def deps_python(repo: Path, common_ref: str) -> Path:
+    """The python of the cached deps venv for ``common_ref``'s
+    ``requirements/common.txt`` (made on first use).
+
+    Raises:
+        VenvError.
+    """
+    common = g.git(["show", f"{common_ref}:requirements/common.txt"], repo).stdout
+    return venv.deps_env(common) / "bin" / "python"
+
+
+@contextmanager
+def exported(work_root: Path, repo: Path, ref: str) -> Iterator[Path]:
+    """The tree at ``ref``, exported into a temporary directory under
+    ``work_root`` for as long as the ``with`` block runs."""
+    work_root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=work_root, prefix=".contract-") as tmp:
+        src = Path(tmp) / "src"
+        tree.export_tree(repo, ref, src)
+        yield src
 
 
 def _cache_key(wheel_sha256: str, items: list[contract.Item]) -> str:
@@ -90,12 +108,9 @@ def for_tree(work_root: Path, repo: Path, ref: str, common_ref: str) -> contract
     read = _reader(repo, ref)
     items = contract.discover(read)
     modules = contract.model_modules(read(contract.REGISTRY))
-    deps = _deps(repo, common_ref)
-    work_root.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=work_root, prefix=".contract-") as tmp:
-        src = Path(tmp) / "src"
-        tree.export_tree(repo, ref, src)
-        return contract.check(deps / "bin" / "python", items, sys_path=src, modules=modules)
+    python = deps_python(repo, common_ref)
+    with exported(work_root, repo, ref) as src:
+        return contract.check(python, items, sys_path=src, modules=modules)
 
 
 def require(table: contract.Table, what: str) -> None:

@@ -11,12 +11,16 @@ Steps (``gbp pq rebase`` / ``gbp import-orig`` style, in ``build/work``):
 
    - **clean**: every hunk applies as is (zero fuzz, zero offset);
    - **rebased**: the context moved; 3-way merged; re-exported;
-   - **absorbed**: upstream already has it, by one of three signals: the
-     patch became *empty*; it *reverse-applies* on the target release; or its
+   - **absorbed**: upstream already has it, by one of four signals: the
+     patch became *empty*; it *reverse-applies* on the target release; its
      *contract* already holds there (the part of the EAGLE-3 contract that
      the patch's files are responsible for, checked on the unpatched target
-     with ``vpq.contract``). Checked for every patch, clean or conflicting, so
-     a patch that still applies but duplicates upstream's code is dropped too;
+     with ``vpq.contract``); or its *probe* passes there (the patch's
+     behaviour as tests, ``probes.toml``, run on the unpatched target in a
+     venv made from that release's requirements; see ``vpq.probe``).
+     Checked for every patch, clean or conflicting, so a patch that still
+     applies but duplicates upstream's behaviour is dropped too, and one that
+     conflicts only textually does not land on a person;
    - **conflict**: needs a person. The rebase stops with normal git state in
      ``build/work``; ``--continue`` after resolving, ``--abort`` to give up.
 
@@ -42,7 +46,19 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from vpq import build, contract, contract_check, fetch, lock, queue, series, tree, venv, wheel
+from vpq import (
+    build,
+    contract,
+    contract_check,
+    fetch,
+    lock,
+    probe,
+    queue,
+    series,
+    tree,
+    venv,
+    wheel,
+)
 from vpq import git as g
 from vpq.errors import VpqError
 from vpq.files import write_atomic
@@ -74,6 +90,7 @@ class Outcome:
     status: str  # clean | rebased | absorbed | conflict
     signal: str  # why: "applies as is", "3-way merge", "empty", "reverse-applies", "contract", ...
     files: list[str] = field(default_factory=list)
+    probe: str = ""  # what the patch's probe saw on the unpatched target ("" when it has none)
 
 
 @dataclass
@@ -112,6 +129,7 @@ class State:
     table: dict[str, object]
     current: list[str] | None = None
     started: float = 0.0
+    probes: dict[str, list[object]] = field(default_factory=dict)  # patch -> [absorbed, what]
 
 
 def _state_path(root: Path) -> Path:
@@ -245,12 +263,14 @@ def _step(
     empty = not conflicted and (
         g.out(["rev-parse", "HEAD^{tree}"], repo) == g.out(["rev-parse", "HEAD~1^{tree}"], repo)
     )
+    probed, seen = state.probes.get(patch.name, [False, ""])
     signals = [
         name
         for name, holds in (
             ("empty", lambda: empty),
             ("reverse-applies", lambda: _reverse_applies(repo, state.new_ref, patch.path)),
             ("contract", lambda: table.holds_for(list(patch.files))),
+            ("probe", lambda: bool(probed)),
         )
         if holds()
     ]
@@ -260,16 +280,13 @@ def _step(
         else:
             g.git(["reset", "-q", "--hard", "HEAD~1"], repo)
         how = " (3-way merge conflicted)" if conflicted else ""
-        return Outcome(patch.name, "absorbed", ", ".join(signals) + how)
+        return Outcome(patch.name, "absorbed", ", ".join(signals) + how, probe=str(seen))
     if conflicted:
         if not stop:
             g.git(["cherry-pick", "--abort"], repo)
-        return Outcome(patch.name, "conflict", "needs a person", conflicted)
-    return (
-        Outcome(patch.name, "clean", "applies as is")
-        if exact
-        else Outcome(patch.name, "rebased", "3-way merge")
-    )
+        return Outcome(patch.name, "conflict", "needs a person", conflicted, str(seen))
+    how = ("clean", "applies as is") if exact else ("rebased", "3-way merge")
+    return Outcome(patch.name, *how, probe=str(seen))
 
 
 def _patches_by_name(root: Path) -> dict[str, series.Patch]:
@@ -302,6 +319,22 @@ def _run(root: Path, state: State, *, stop: bool = True) -> list[Outcome]:
     return outcomes
 
 
+def _probe(
+    root: Path, repo: Path, ref: str, names: list[str], table: contract.Table
+) -> dict[str, list[object]]:
+    """Each patch's probe on the unpatched tree at ``ref``, in the venv made
+    from that release's requirements, its contract items on ``table``:
+    patch -> ``[absorbed, what it saw]``.
+
+    Raises:
+        ProbeError, VenvError.
+    """
+    python = contract_check.deps_python(repo, ref)
+    with contract_check.exported(root / "build", repo, ref) as src:
+        verdicts = probe.run_all(python, root, names, src, table)
+    return {name: [absorbed, seen] for name, (absorbed, seen) in verdicts.items()}
+
+
 def _begin(root: Path, version: str, source: str) -> State:
     """Steps 1-2, the checks that can refuse the move, and the set-up of step 3.
 
@@ -328,6 +361,7 @@ def _begin(root: Path, version: str, source: str) -> State:
         )
     # The target release imports in a venv made from its own requirements.
     table = contract_check.for_tree(root / "build", repo, new_ref, new_ref)
+    probes = _probe(root, repo, new_ref, [p.name for p in prep.patches], table)
     commits = queue.commits_since(repo, prep.upstream_ref, queue.PATCHED_BRANCH)
     state = State(
         old_lock=lock.dumps(old),
@@ -338,6 +372,7 @@ def _begin(root: Path, version: str, source: str) -> State:
         outcomes=[],
         table=table.to_json(),
         started=time.time(),
+        probes=probes,
     )
     g.git(["checkout", "-q", "-f", "-B", REBASE_BRANCH, new_ref], repo)
     return state
@@ -417,7 +452,10 @@ def _finish(root: Path, state: State, outcomes: list[Outcome]) -> Report:
         )
     old_patches = list(_patches_by_name(root).values())
     entries = queue.export(repo, state.new_ref, old_patches, head=REBASE_BRANCH)
+    probes = probe.keep_only(root, [name for name, _ in entries])
     series.write(root, entries)
+    if probes is not None:
+        write_atomic(root / probe.PROBES_FILE, probes)
     lock.dump(new, root)
     report = Report(old.version, new.version, outcomes, time.time() - state.started)
     write_atomic(
@@ -449,6 +487,7 @@ def check(root: Path, versions: list[str], source: str = "sdist") -> list[Report
             contract.ContractError,
             venv.VenvError,
             queue.ApplyError,
+            probe.ProbeError,
         ) as exc:
             reports.append(Report(old_version, version, [], time.monotonic() - t0, str(exc)))
         finally:
@@ -489,16 +528,42 @@ def staircase(pin: str, patches: list[series.Patch], reports: list[Report]) -> d
             cells[rep.new] = {
                 "status": status,
                 "signal": got.signal if got else rep.error,
+                "probe": got.probe if got else "",
                 "expected_absorbed": want,
                 "agrees": agrees,
             }
         rows.append({"patch": p.name, "upstream_status": p.upstream_status, "cells": cells})
-    return {
+    table: dict[str, object] = {
         "pin": pin,
         "releases": [r.new for r in reports],
         "errors": {r.new: r.error for r in reports if r.error},
         "patches": rows,
     }
+    table["flags"] = header_flags(rows)
+    return table
+
+
+def header_flags(rows: list[dict[str, object]]) -> list[str]:
+    """One sentence per patch whose ``Upstream-Status`` the checked releases
+    contradict (its first contradicting release): absorbed before the
+    release its header names, or not absorbed from it on."""
+    flags = []
+    for row in rows:
+        cells: dict[str, dict[str, object]] = row["cells"]  # type: ignore[assignment]
+        bad = [(v, c) for v, c in cells.items() if c["agrees"] is False]
+        if not bad:
+            continue
+        v, c = bad[0]
+        head = f"patches/{row['patch']} says {row['upstream_status']!r}, but at {v} it is "
+        if c["status"] == "absorbed":
+            flags.append(
+                head + f"absorbed ({c['signal']}): the header should name the first release "
+                "that has the patch's behaviour, as Backport [vX]"
+            )
+        else:
+            seen = f"; {c['probe']}" if c["probe"] else ""
+            flags.append(head + f"{c['status']} ({c['signal']}{seen})")
+    return flags
 
 
 def render_staircase(table: dict[str, object]) -> str:
@@ -523,6 +588,9 @@ def render_staircase(table: dict[str, object]) -> str:
         lines.append(f"| `{row['patch']}` | " + " | ".join(cells) + " |")
     for v, err in table["errors"].items():  # type: ignore[attr-defined]
         lines.append(f"\n{v}: cannot rebase: {err}")
+    flags: list[str] = table.get("flags", [])  # type: ignore[assignment]
+    if flags:
+        lines += ["", "Headers the releases contradict:"] + [f"- {f}" for f in flags]
     lines.append(f"\n{agree} of {total} cells agree with the patch headers.")
     return "\n".join(lines)
 

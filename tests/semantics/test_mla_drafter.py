@@ -152,7 +152,7 @@ def write_head(dest: Path, *, fc_norm: bool, norm_output: bool) -> Path:
         "qk_rope_head_dim": 4,
         "qk_nope_head_dim": 4,
         "v_head_dim": 4,
-        "n_routed_experts": None,
+        "n_routed_experts": 2,  # unused by the dense drafter; newer transformers refuse None
         "vocab_size": VOCAB,
         "draft_vocab_size": DRAFT_VOCAB,
         "max_position_embeddings": 256,
@@ -255,6 +255,41 @@ def test_load_weights_places_fc_norm_d2t_and_the_midlayer(ours, tmp_path, distri
     )
     assert torch.equal(model.draft_id_to_target_id.data, w["d2t"])
     assert not any("t2d" in n for n, _ in model.named_parameters())
+
+
+def test_plain_mla_head_loads_and_combines_the_aux_states_with_fc_alone(
+    ours, tmp_path, distributed
+) -> None:
+    """The MLA drafter as 0.18.0 shipped it, before EAGLE 3.1: a head without
+    ``fc_norm`` loads its fc, midlayer and ``d2t`` and combines the aux
+    states with fc alone (the probe of the MLA drafter patch)."""
+    target = stubs.write_text_config(tmp_path / "target", 4)
+    head = write_head(tmp_path / "head", fc_norm=False, norm_output=False)
+    vc = eagle3_vllm_config(target, head)
+    with set_current_vllm_config(vc):
+        distributed()
+        model = ours.Eagle3DeepseekV2ForCausalLM(vllm_config=vc, prefix="")
+    every = checkpoint(tmp_path / "head.safetensors")
+    w = {k: v for k, v in every.items() if not k.startswith("fc_norm.")}
+    with set_current_vllm_config(vc):
+        model.load_weights(w.items())
+    torch.testing.assert_close(model.model.fc.weight.data, w["fc.weight"], rtol=0, atol=0)
+    assert torch.equal(model.draft_id_to_target_id.data, w["d2t"])
+    x = aux_states()
+    torch.testing.assert_close(model.combine_hidden_states(x), x @ w["fc.weight"].T)
+
+
+@pytest.mark.parametrize("model_type", ["deepseek_v2", "kimi_k2"])
+def test_an_mla_head_of_either_model_type_uses_mla(tmp_path, model_type) -> None:
+    """The draft model config of an MLA head says ``use_mla`` whether the head
+    declares ``deepseek_v2`` or ``kimi_k2`` (Kimi-K2.6-style heads; vllm PR
+    #45764): the probe of the kimi_k2 patch."""
+    target = stubs.write_text_config(tmp_path / "target", 4)
+    head = write_head(tmp_path / "head", fc_norm=False, norm_output=False)
+    cfg = json.loads((head / "config.json").read_text())
+    (head / "config.json").write_text(json.dumps({**cfg, "model_type": model_type}))
+    vc = eagle3_vllm_config(target, head)
+    assert vc.speculative_config.draft_model_config.use_mla is True
 
 
 def test_combine_hidden_states_normalises_each_state_with_fc_norm(

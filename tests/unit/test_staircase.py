@@ -3,6 +3,7 @@ against the patches' Upstream-Status headers."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -37,6 +38,28 @@ def test_the_staircase_marks_cells_that_disagree_with_the_header(
     assert f"| `{patch.name}` | clean | absorbed ! | error |" in md
     assert md.endswith("1 of 2 cells agree with the patch headers.")
     assert "1.3: cannot rebase: vllm 1.3 has no vllm/mod.py" in md
+    assert table["flags"] == [
+        f"patches/{patch.name} says 'Pending', but at 1.2 it is absorbed (empty): the header "
+        "should name the first release that has the patch's behaviour, as Backport [vX]"
+    ]
+    assert f"Headers the releases contradict:\n- {table['flags'][0]}" in md
     path = rebase.write_staircase(one_patch.root, table)
     assert path.read_text() == md + "\n"
     assert json.loads(path.with_suffix(".json").read_text()) == table
+
+
+def test_a_backport_not_absorbed_at_its_release_is_flagged_with_what_its_probe_saw(
+    one_patch: Upstream,
+) -> None:
+    (patch,) = series.load(one_patch.root)
+    patch = dataclasses.replace(patch, body=patch.body.replace("Pending", "Backport [v1.1]"))
+    seen = "probe: 1 of 3 not passed (first: tests/x.py::test_a)"
+    reports = [
+        rebase.Report("1.0", "1.1", [rebase.Outcome(patch.name, "conflict", "needs a person", [], seen)]),
+        rebase.Report("1.0", "1.2", [rebase.Outcome(patch.name, "absorbed", "probe")]),
+    ]  # fmt: skip
+    table = rebase.staircase("1.0", [patch], reports)
+    assert table["flags"] == [
+        f"patches/{patch.name} says 'Backport [v1.1]', but at 1.1 it is conflict "
+        f"(needs a person; {seen})"
+    ]

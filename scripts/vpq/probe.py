@@ -1,0 +1,309 @@
+"""Absorption probes: each patch's behaviour, checked on an unpatched upstream.
+
+The textual signals of a rebase (the patch became *empty*, it
+*reverse-applies*) and the EAGLE-3 contract say nothing about most of what
+the series carries: a parser rewrite or a drafter class conflicts textually
+on a release that already behaves the same, and lands on a person. A probe
+is the patch's behaviour as tests (pytest node ids from this repository's
+``tests/semantics`` and ``tests/parsers``, which run inside an interpreter
+that imports the vLLM under test) and/or as EAGLE-3 contract items (labels
+of ``vpq.contract``'s table, e.g. ``config.media_placeholder_token_id``,
+wherever upstream moved the code that reads them). When every test a
+patch's probe selects passes and every item it names holds on the
+*unpatched* target release, upstream has the behaviour and the patch is
+absorbed, whatever the textual result.
+
+``probes.toml`` (beside ``series``) names one probe per patch::
+
+    ["model_executor/models/deepseek_eagle3-keep-rope_theta.patch"]
+    tests = ["tests/semantics/test_mla_drafter.py::test_mla_drafter_keeps_rope_theta"]
+    exclude = []          # optional: node ids (or their prefixes) left out
+    contract = []         # optional: contract item labels that must hold
+
+or says why the existing signals cover it::
+
+    ["model_executor/models/deepseek_v2-import-SupportsEagle3.patch"]
+    covered-by = "contract"
+    why = "..."
+
+A selector matches the node id itself, its parametrisations (``id[...]``)
+and, for a file or class, everything under it (``id::...``); one with an
+open bracket (``id[case-``) matches the parametrisations starting so.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from vpq.contract import Table
+from vpq.errors import VpqError
+
+PROBES_FILE = "probes.toml"
+#: What ``covered-by`` may name: signals the rebase evaluates anyway.
+COVERED_BY = ("contract",)
+#: The gates that let tests/semantics and tests/parsers be collected.
+SUITE_ENV = {"VPQ_SEMANTICS": "1", "VPQ_PARSERS": "1", "VLLM_LOGGING_LEVEL": "ERROR"}
+PROBE_TIMEOUT_S = 1800
+_PLUGIN = "vpq.probe_report"
+_TOOL_DIR = Path(__file__).resolve().parents[1]  # the directory holding vpq/
+
+
+class ProbeError(VpqError):
+    """``probes.toml`` is malformed, or the probe run could not report."""
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One patch's probe: the tests it selects, or the signal covering it."""
+
+    patch: str
+    tests: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    contract: tuple[str, ...] = ()
+    covered_by: str | None = None
+    why: str = ""
+
+
+def _entry(path: Path, name: str, raw: object) -> Probe:
+    """One table of ``probes.toml`` as a ``Probe``.
+
+    Raises:
+        ProbeError: naming the file, the patch and the key that is wrong.
+    """
+    where = f"{path}: [{json.dumps(name)}]"
+    if not isinstance(raw, dict):
+        raise ProbeError(f"{where} is not a table")
+    unknown = sorted(set(raw) - {"tests", "exclude", "contract", "covered-by", "why"})
+    if unknown:
+        raise ProbeError(f"{where}: unknown key(s) {', '.join(unknown)}")
+    lists = {k: raw.get(k, []) for k in ("tests", "exclude", "contract")}
+    for key, value in lists.items():
+        if not (isinstance(value, list) and all(isinstance(v, str) and v for v in value)):
+            raise ProbeError(f"{where}: {key} must be a list of non-empty strings")
+    covered, why = raw.get("covered-by"), raw.get("why", "")
+    if bool(lists["tests"] or lists["contract"]) == bool(covered):
+        raise ProbeError(
+            f"{where}: give tests = [...] and/or contract = [...], or covered-by = ... "
+            "(not both, not neither)"
+        )
+    if covered is not None and (covered not in COVERED_BY or not str(why).strip()):
+        raise ProbeError(
+            f"{where}: covered-by must be one of {', '.join(COVERED_BY)}, with a why = "
+            "saying how that signal shows the patch's behaviour"
+        )
+    return Probe(
+        name,
+        tuple(lists["tests"]),
+        tuple(lists["exclude"]),
+        tuple(lists["contract"]),
+        covered,
+        str(why),
+    )
+
+
+def load(root: Path) -> dict[str, Probe]:
+    """``<root>/probes.toml`` by patch name; empty when the file is absent.
+
+    Raises:
+        ProbeError: the file is not TOML or an entry is malformed.
+    """
+    path = root / PROBES_FILE
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ProbeError(f"{path}: not valid TOML: {exc}") from None
+    return {name: _entry(path, name, raw) for name, raw in data.items()}
+
+
+def _defined(root: Path, node: str) -> bool:
+    """Whether ``node`` (``file.py[::Class]::func``, parameters dropped)
+    names a file of the repository and a function or class defined in it."""
+    parts = node.split("[", 1)[0].split("::")
+    path = root / parts[0]
+    if not path.is_file():
+        return False
+    body: list[ast.stmt] = ast.parse(path.read_text()).body
+    for name in parts[1:]:
+        found = [
+            n
+            for n in body
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            and n.name == name
+        ]
+        if not found:
+            return False
+        body = found[0].body if isinstance(found[0], ast.ClassDef) else []
+    return True
+
+
+def lint(root: Path, patch_names: list[str]) -> list[str]:
+    """Problems with ``probes.toml`` against the series, one line each.
+
+    Every patch needs a probe (or a ``covered-by``), no probe may name a
+    patch outside the series, and every selector must name a test that is
+    defined in this repository.
+    """
+    path = root / PROBES_FILE
+    try:
+        probes = load(root)
+    except ProbeError as exc:
+        return [str(exc)]
+    problems = [
+        f"{path}: patches/{n} has no probe (add tests = [...] or covered-by = ... with a why)"
+        for n in patch_names
+        if n not in probes
+    ]
+    problems += [
+        f"{path}: [{json.dumps(n)}] names a patch that is not in series" for n in probes
+        if n not in patch_names
+    ]  # fmt: skip
+    for p in probes.values():
+        problems += [
+            f"{path}: [{json.dumps(p.patch)}] names {t!r}, which is not a test defined in "
+            "this repository"
+            for t in p.tests + p.exclude
+            if not _defined(root, t)
+        ]
+    return problems
+
+
+def _selects(selector: str, node: str) -> bool:
+    """Whether ``selector`` picks ``node``: itself, a parametrisation, or a
+    child; a selector with an open ``[`` (``test_x[case-``) picks the
+    parametrisations whose ids start so."""
+    if "[" in selector and not selector.endswith("]"):
+        return node.startswith(selector)
+    return node == selector or node.startswith((selector + "[", selector + "::"))
+
+
+def verdict(probe: Probe, outcomes: dict[str, str]) -> tuple[bool, str]:
+    """``(absorbed, what the probe saw)`` from one run's outcomes (node id ->
+    passed | failed | skipped | error). Absorbed only when the probe selected
+    at least one test and every selected test passed."""
+    picked = {
+        n: o
+        for n, o in outcomes.items()
+        if any(_selects(s, n) for s in probe.tests)
+        and not any(_selects(s, n) for s in probe.exclude)
+    }
+    broken = sorted(n for n, o in outcomes.items() if o == "error" and "::" not in n)
+    for node in broken:  # a file that did not collect
+        if any(s.startswith(node + "::") or s == node for s in probe.tests):
+            return False, f"probe: {node} did not collect"
+    if not picked:
+        return False, "probe ran no test"
+    bad = sorted(n for n, o in picked.items() if o != "passed")
+    if not bad:
+        return True, f"probe: {len(picked)} of {len(picked)} passed"
+    return False, f"probe: {len(bad)} of {len(picked)} not passed (first: {bad[0]})"
+
+
+def contract_verdict(probe: Probe, table: Table) -> tuple[bool, str]:
+    """``(holds, what it saw)`` for the probe's contract items on the target's
+    table: each item must be in it (discovered in the target's source), with
+    at least one ``ok`` cell and no ``missing`` or ``stub`` cell."""
+    for item in probe.contract:
+        cells = set(table.rows.get(item, {}).values())
+        if not cells:
+            return False, f"contract: {item} not found in the target's source"
+        if "ok" not in cells or {"missing", "stub"} & cells:
+            return False, f"contract: {item} does not hold"
+    return True, f"contract: {len(probe.contract)} of {len(probe.contract)} hold"
+
+
+def _combine(*verdicts: tuple[bool, str]) -> tuple[bool, str]:
+    """Absorbed when every part is; the text of each part, joined."""
+    return all(ok for ok, _ in verdicts), "; ".join(text for _, text in verdicts)
+
+
+def run(python: Path, root: Path, files: list[str], sys_path: Path | None) -> dict[str, str]:
+    """Run the test ``files`` (paths relative to ``root``) with ``python``,
+    vLLM importing from ``sys_path`` when given; return node id -> outcome.
+
+    Raises:
+        ProbeError: pytest did not report (it crashed or timed out).
+    """
+    with tempfile.TemporaryDirectory(prefix="vpq-probe-") as tmp:
+        report = Path(tmp) / "outcomes.json"
+        path = [str(sys_path)] if sys_path else []
+        env = {
+            **os.environ,
+            **SUITE_ENV,
+            "VPQ_PROBE_REPORT": str(report),
+            "PYTHONPATH": os.pathsep.join(path + [str(_TOOL_DIR)]),
+        }
+        cmd = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", _PLUGIN]
+        cmd.append("--continue-on-collection-errors")
+        try:
+            proc = subprocess.run(
+                cmd + ["--rootdir", str(root), *files],
+                cwd=root, env=env, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise ProbeError(f"the probes under {python} ran past {PROBE_TIMEOUT_S} s") from None
+        if not report.is_file():
+            tail = (proc.stdout[-1500:] + proc.stderr[-1500:]).strip().replace("\n", " | ")
+            raise ProbeError(f"the probes under {python} did not report: {tail}")
+        return json.loads(report.read_text())
+
+
+def run_all(
+    python: Path, root: Path, names: list[str], sys_path: Path | None, table: Table
+) -> dict[str, tuple[bool, str]]:
+    """Every probe of the patches ``names``, the tests in one pytest run and
+    the contract items on ``table`` (the target's): patch name -> ``(absorbed,
+    what the probe saw)``. Patches covered by another signal are left out.
+
+    Raises:
+        ProbeError: see ``load`` and ``run``.
+    """
+    probes = [p for n, p in load(root).items() if n in names and not p.covered_by]
+    files = sorted({t.split("::", 1)[0] for p in probes for t in p.tests})
+    outcomes = run(python, root, files, sys_path) if files else {}
+    return {
+        p.patch: _combine(
+            *([verdict(p, outcomes)] if p.tests else []),
+            *([contract_verdict(p, table)] if p.contract else []),
+        )
+        for p in probes
+    }
+
+HEADER = """\
+# Absorption probes, one per patch in series (see scripts/vpq/probe.py).
+# tests: pytest node ids that pass on an upstream release that already has
+# the patch's behaviour (run unpatched there by nox -s rebase_upstream);
+# covered-by: the existing signal that shows it, with why.
+"""
+
+
+def _table(p: Probe) -> dict[str, object]:
+    """The ``probes.toml`` table of one probe (keys as ``_entry`` reads them)."""
+    if p.covered_by:
+        return {"covered-by": p.covered_by, "why": p.why}
+    keys = {"tests": p.tests, "exclude": p.exclude, "contract": p.contract}
+    return {k: list(v) for k, v in keys.items() if v}
+
+
+def dumps(probes: list[Probe]) -> bytes:
+    """``probes.toml``'s bytes for ``probes``, in the order given."""
+    import tomli_w  # the tool's own dependency; the probe plugin side never imports this
+
+    return (HEADER + "\n" + tomli_w.dumps({p.patch: _table(p) for p in probes})).encode()
+
+
+def keep_only(root: Path, names: list[str]) -> bytes | None:
+    """``probes.toml``'s new bytes after a rebase that kept the patches
+    ``names`` (in series order), or None when there is no such file."""
+    if not (root / PROBES_FILE).is_file():
+        return None
+    probes = load(root)
+    return dumps([probes[n] for n in names if n in probes])
