@@ -1,0 +1,31 @@
+"""Every patch's absorption probe (probes.toml) can fail: it holds on the
+patched wheel and on unpatched upstream vLLM 0.17.1 it holds for no patch.
+
+The rebase runs the same probes on each target release's unpatched tree
+(``vpq.rebase``); a probe that also held on 0.17.1 would absorb its patch
+everywhere, and one that failed on the patched wheel would absorb nothing.
+"""
+
+from __future__ import annotations
+
+from vpq import contract, probe, series
+
+from tests.conftest import REPO_ROOT
+from tests.integration.test_contract_real import patched_table, upstream_table  # noqa: F401
+
+
+def _verdicts(python, table: contract.Table) -> dict[str, tuple[bool, str]]:  # type: ignore[no-untyped-def]
+    return probe.run_all(python, REPO_ROOT, series.read_series(REPO_ROOT), None, table)
+
+
+def test_every_patch_has_a_probe_and_each_holds_on_the_patched_wheel(
+    patched_python, patched_table
+) -> None:
+    verdicts = _verdicts(patched_python, patched_table)
+    assert set(verdicts) == set(series.read_series(REPO_ROOT))  # none left to covered-by
+    assert {n: seen for n, (ok, seen) in verdicts.items() if not ok} == {}
+
+
+def test_no_probe_holds_on_unpatched_upstream(upstream_python, upstream_table) -> None:
+    verdicts = _verdicts(upstream_python, upstream_table)
+    assert {n: seen for n, (ok, seen) in verdicts.items() if ok} == {}
