@@ -91,7 +91,33 @@ def deps_env(common_txt: bytes) -> Path:
             ]
         )
 
-    return cached(envs_dir() / f"deps-{key}", make)
+    def make_shared(venv: Path) -> None:
+        """``make``, then share its files with the other deps venvs."""
+        make(venv)
+        share_identical_files(venv)
+
+    return cached(envs_dir() / f"deps-{key}", make_shared)
+
+
+def share_identical_files(venv: Path) -> None:
+    """Hard-link ``venv``'s files of 64 KiB and more to identical ones in the
+    newest other complete deps venv (util-linux ``hardlink``, content only;
+    nothing happens where it is not installed).
+
+    Every release's deps venv holds the same torch and triton and mostly the
+    same packages: about 2 GiB of its 2.6 GiB are bytes another venv already
+    has, so the staircase's one venv per release fits on a normal disk. The
+    venvs are never written in place after they are made (pip replaces
+    files, it does not rewrite them), so sharing is safe.
+    """
+    tool = shutil.which("hardlink")
+    others = sorted(
+        (p for p in envs_dir().glob("deps-*") if p != venv and (p / ".complete").exists()),
+        key=lambda p: (p / ".complete").stat().st_mtime,
+    )
+    if tool and others:
+        cmd = [tool, "--quiet", "--content", "--maximize", "--minimum-size", "64K"]
+        _run(cmd + [str(venv), str(others[-1])])
 
 
 def wheel_env(dest: Path, deps: Path, wheel: Path) -> Path:
