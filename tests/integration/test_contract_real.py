@@ -136,7 +136,9 @@ def test_discovery_finds_new_calls_in_a_newer_upstream_by_itself() -> None:
 SUCCESSORS = {"get_eagle3_aux_hidden_state_layers": "get_eagle3_default_aux_hidden_state_layers"}
 
 
-@pytest.mark.parametrize("key", ["vllm-0_18_1", "vllm-0_22_0", "vllm-0_33_0"])
+@pytest.mark.parametrize(
+    "key", ["vllm-0_18_1", "vllm-0_19_1", "vllm-0_20_0", "vllm-0_22_0", "vllm-0_33_0"]
+)
 def test_discovery_follows_both_runners_through_their_helpers_in_later_releases(key: str) -> None:
     build.prepare(REPO_ROOT)  # the pin's tree, for its items
     items = discover_in_release(key)
