@@ -133,14 +133,18 @@ def cmd_rebase(ns: argparse.Namespace) -> int:
         if not versions:
             print(f"no release newer than vllm {pin.version}")
             return 0
-        reports = rebase.check(root, versions, ns.upstream_source)
-        for rep in reports:
-            print(rep.render())
-            print(f"  ({rep.seconds:.1f} s)")
+        print(f"checking {len(versions)} release(s): {', '.join(versions)}", flush=True)
+
+        def show(rep: rebase.Report) -> None:
+            """Print one release's table as soon as it is done."""
+            print(rep.render() + f"\n  ({rep.seconds:.1f} s)", flush=True)
+
+        reports = rebase.check(root, versions, ns.upstream_source, on_report=show)
         if reports:
             table = rebase.staircase(pin.version, series.load(root), reports)
             print(rebase.render_staircase(table))
             print(f"written to {rebase.write_staircase(root, table)} and staircase.json")
+            print(f"{len(reports)} release(s) in {sum(r.seconds for r in reports):.0f} s")
         return 0
     try:
         if ns.cont:

@@ -41,6 +41,7 @@ import json
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -468,8 +469,15 @@ def _finish(root: Path, state: State, outcomes: list[Outcome]) -> Report:
     return report
 
 
-def check(root: Path, versions: list[str], source: str = "sdist") -> list[Report]:
-    """``--check``: the classification table for each release; changes nothing."""
+def check(
+    root: Path,
+    versions: list[str],
+    source: str = "sdist",
+    on_report: Callable[[Report], None] | None = None,
+) -> list[Report]:
+    """``--check``: the classification table for each release; changes
+    nothing. ``on_report`` gets each release's report as soon as it is done
+    (the whole staircase takes a while)."""
     if _state_path(root).exists():
         raise RebaseError(f"a rebase is in progress: run `{CONTINUE}` or `{ABORT}` first")
     reports = []
@@ -491,6 +499,8 @@ def check(root: Path, versions: list[str], source: str = "sdist") -> list[Report
         ) as exc:
             reports.append(Report(old_version, version, [], time.monotonic() - t0, str(exc)))
         finally:
+            if on_report and reports and reports[-1].new == version:
+                on_report(reports[-1])
             repo = root / build.WORK_DIR
             g.git(["cherry-pick", "--abort"], repo, check=False)
             g.git(["checkout", "-q", "-f", queue.PATCHED_BRANCH], repo, check=False)
