@@ -277,6 +277,7 @@ def run_all(
         for p in probes
     }
 
+
 HEADER = """\
 # Absorption probes, one per patch in series (see scripts/vpq/probe.py).
 # tests: pytest node ids that pass on an upstream release that already has

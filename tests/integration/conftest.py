@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from vpq import build, fetch, fixture, lock
+from vpq import build, contract, fetch, fixture, lock
 from vpq import git as g
 from vpq import venv as envs
 from vpq.proc import tagged_json
@@ -116,3 +116,23 @@ def run_in_venv(python: Path, suite: str, env: dict[str, str], tmp_path: Path) -
             "failed" if failed else "skipped" if skipped else "passed"
         )
     return outcomes
+
+
+def discover_at(ref: str) -> list[contract.Item]:
+    """The EAGLE-3 contract discovered at ``ref`` of build/work."""
+    repo = REPO_ROOT / build.WORK_DIR
+    return contract.discover(lambda p: g.git(["show", f"{ref}:{p}"], repo).stdout.decode())
+
+
+@pytest.fixture(scope="session")
+def patched_table(patched_python) -> contract.Table:
+    """The contract table of the patched wheel."""
+    build.prepare(REPO_ROOT)
+    return contract.check(patched_python, discover_at("patched"))
+
+
+@pytest.fixture(scope="session")
+def upstream_table(upstream_python, pin) -> contract.Table:
+    """The contract table of unpatched upstream 0.17.1."""
+    build.prepare(REPO_ROOT)
+    return contract.check(upstream_python, discover_at(f"upstream/{pin.version}"))

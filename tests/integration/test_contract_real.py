@@ -16,14 +16,10 @@ from vpq import git as g
 from vpq import venv as envs
 
 from tests.conftest import REPO_ROOT
+from tests.integration.conftest import discover_at
 
 KIMI = "KimiK25ForConditionalGeneration"
 ALL = list(contract.CLAIMED)
-
-
-def discover_at(ref: str) -> list[contract.Item]:
-    repo = REPO_ROOT / build.WORK_DIR
-    return contract.discover(lambda p: g.git(["show", f"{ref}:{p}"], repo).stdout.decode())
 
 
 def discover_in_release(key: str) -> list[contract.Item]:
@@ -38,18 +34,6 @@ def discover_in_release(key: str) -> list[contract.Item]:
             return member.read().decode()
 
         return contract.discover(read)
-
-
-@pytest.fixture(scope="module")
-def patched_table(patched_python) -> contract.Table:
-    build.prepare(REPO_ROOT)
-    return contract.check(patched_python, discover_at("patched"))
-
-
-@pytest.fixture(scope="module")
-def upstream_table(upstream_python, pin) -> contract.Table:
-    build.prepare(REPO_ROOT)
-    return contract.check(upstream_python, discover_at(f"upstream/{pin.version}"))
 
 
 def test_contract_holds_on_the_patched_wheel(patched_table: contract.Table) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from vpq import contract, probe, series
 
 from tests.conftest import REPO_ROOT
-from tests.integration.test_contract_real import patched_table, upstream_table  # noqa: F401
 
 
 def _verdicts(python, table: contract.Table) -> dict[str, tuple[bool, str]]:  # type: ignore[no-untyped-def]

@@ -57,7 +57,9 @@ def _with_probe(upstream: Upstream) -> None:
     """Give the patch its probe: f10 returns 100."""
     test = upstream.root / "tests" / "probes" / "test_f10.py"
     test.parent.mkdir(parents=True)
-    test.write_text("from vllm import mod\n\n\ndef test_f10_returns_100():\n    assert mod.f10() == 100\n")  # fmt: skip
+    test.write_text(
+        "from vllm import mod\n\n\ndef test_f10_returns_100():\n    assert mod.f10() == 100\n"
+    )
     (upstream.root / probe.PROBES_FILE).write_text(f'["{PATCH}"]\ntests = ["{PROBE_TEST}"]\n')
 
 
@@ -128,7 +130,7 @@ def test_lint_names_a_probe_test_that_is_not_defined(one_patch) -> None:
     assert probe.lint(one_patch.root, [PATCH]) == []
     got = _lint(one_patch, f'["{PATCH}"]\ntests = ["tests/probes/test_f10.py::test_nope[x]"]\n')
     assert got == [
-        f"{one_patch.root / probe.PROBES_FILE}: [\"{PATCH}\"] names "
+        f'{one_patch.root / probe.PROBES_FILE}: ["{PATCH}"] names '
         "'tests/probes/test_f10.py::test_nope[x]', which is not a test defined in this repository"
     ]
 
@@ -183,7 +185,10 @@ def test_contract_items_hold_only_where_discovered_with_an_ok_and_no_gap() -> No
     media = probe.Probe("x", contract=("config.media_placeholder_token_id",))
     assert probe.contract_verdict(media, table) == (True, "contract: 1 of 1 hold")
     gate = probe.Probe("x", contract=("supports_eagle3(model)",))
-    assert probe.contract_verdict(gate, table) == (False, "contract: supports_eagle3(model) does not hold")
+    assert probe.contract_verdict(gate, table) == (
+        False,
+        "contract: supports_eagle3(model) does not hold",
+    )
     gone = probe.Probe("x", contract=("config.image_token_index",))
     assert probe.contract_verdict(gone, table)[1] == (
         "contract: config.image_token_index not found in the target's source"

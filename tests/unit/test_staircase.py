@@ -54,10 +54,11 @@ def test_a_backport_not_absorbed_at_its_release_is_flagged_with_what_its_probe_s
     (patch,) = series.load(one_patch.root)
     patch = dataclasses.replace(patch, body=patch.body.replace("Pending", "Backport [v1.1]"))
     seen = "probe: 1 of 3 not passed (first: tests/x.py::test_a)"
+    conflict = rebase.Outcome(patch.name, "conflict", "needs a person", [], seen)
     reports = [
-        rebase.Report("1.0", "1.1", [rebase.Outcome(patch.name, "conflict", "needs a person", [], seen)]),
+        rebase.Report("1.0", "1.1", [conflict]),
         rebase.Report("1.0", "1.2", [rebase.Outcome(patch.name, "absorbed", "probe")]),
-    ]  # fmt: skip
+    ]
     table = rebase.staircase("1.0", [patch], reports)
     assert table["flags"] == [
         f"patches/{patch.name} says 'Backport [v1.1]', but at 1.1 it is conflict "

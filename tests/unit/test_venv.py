@@ -21,7 +21,9 @@ def test_a_new_deps_venv_hard_links_the_bytes_the_newest_other_one_has(
     for name, data in (("deps-old", big), ("deps-new", big)):
         (envs / name / "lib").mkdir(parents=True)
         (envs / name / "lib" / "torch.so").write_bytes(data)
-        (envs / name / "lib" / "own.so").write_bytes(other if name == "deps-new" else b"\x01" * len(other))
+        (envs / name / "lib" / "own.so").write_bytes(
+            other if name == "deps-new" else b"\x01" * len(other)
+        )
         (envs / name / "lib" / "small.py").write_bytes(b"x = 1\n")
     (envs / "deps-old" / ".complete").write_text("ok\n")
     venv.share_identical_files(envs / "deps-new")
