@@ -17,7 +17,10 @@ Steps (``gbp pq rebase`` / ``gbp import-orig`` style, in ``build/work``):
      the patch's files are responsible for, checked on the unpatched target
      with ``vpq.contract``); or its *probe* passes there (the patch's
      behaviour as tests, ``probes.toml``, run on the unpatched target in a
-     venv made from that release's requirements; see ``vpq.probe``).
+     venv made from that release's requirements; see ``vpq.probe``). A
+     patch with a probe is judged by it and the textual signals only: the
+     file-level contract signal is for patches without one, since a file
+     the contract holds for may carry other behaviour too.
      Checked for every patch, clean or conflicting, so a patch that still
      applies but duplicates upstream's behaviour is dropped too, and one that
      conflicts only textually does not land on a person;
@@ -264,13 +267,17 @@ def _step(
     empty = not conflicted and (
         g.out(["rev-parse", "HEAD^{tree}"], repo) == g.out(["rev-parse", "HEAD~1^{tree}"], repo)
     )
+    # A probe, where the patch has one, replaces the file-level contract
+    # signal: a file the contract holds for (config/speculative.py) also
+    # carries patches the contract knows nothing about.
+    has_probe = patch.name in state.probes
     probed, seen = state.probes.get(patch.name, [False, ""])
     signals = [
         name
         for name, holds in (
             ("empty", lambda: empty),
             ("reverse-applies", lambda: _reverse_applies(repo, state.new_ref, patch.path)),
-            ("contract", lambda: table.holds_for(list(patch.files))),
+            ("contract", lambda: not has_probe and table.holds_for(list(patch.files))),
             ("probe", lambda: bool(probed)),
         )
         if holds()

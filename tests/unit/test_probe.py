@@ -193,3 +193,18 @@ def test_contract_items_hold_only_where_discovered_with_an_ok_and_no_gap() -> No
     assert probe.contract_verdict(gone, table)[1] == (
         "contract: config.image_token_index not found in the target's source"
     )
+
+
+def test_a_patch_with_a_probe_is_not_absorbed_by_the_file_level_contract(
+    one_patch, monkeypatch
+) -> None:
+    """vllm/mod.py's part of the contract holds on 1.1, which would absorb
+    every patch to that file; the patch's own probe says 1.1 lacks it."""
+    _release_1_1(one_patch, MOD, monkeypatch)
+    holding = contract.Table(
+        rows={"mod.f10": {"A": "ok"}}, where={}, files={("mod.f10", "A"): {"vllm/mod.py"}}
+    )
+    monkeypatch.setattr(contract_check, "for_tree", lambda *a, **k: holding)
+    assert (_check(one_patch).status, _check(one_patch).signal) == ("absorbed", "contract")
+    _with_probe(one_patch)
+    assert _check(one_patch).status == "clean"
