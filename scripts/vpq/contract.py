@@ -398,10 +398,11 @@ class _ProposerVisitor(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def discover_proposer(source: str, path: str = PROPOSER) -> list[Item]:
-    """Config reads and calls on ``target_model`` in ``load_model``."""
+def _load_model_items(tree: ast.Module, path: str) -> list[Item]:
+    """Config reads and calls on ``target_model`` in the ``load_model``
+    methods defined in ``tree``."""
     items: list[Item] = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name == "load_model":
             args = [a.arg for a in node.args.args]
             if len(args) >= 2 and args[0] == "self":
@@ -409,6 +410,36 @@ def discover_proposer(source: str, path: str = PROPOSER) -> list[Item]:
                 for stmt in node.body:
                     v.visit(stmt)
                 items += v.items
+    return items
+
+
+def _base_modules(tree: ast.Module) -> list[str]:
+    """Source paths of the vLLM modules the classes in ``tree`` inherit
+    from (``from vllm.v1.spec_decode.llm_base_proposer import Base``)."""
+    imported = _imported_functions(tree)
+    bases = [
+        b.id
+        for node in tree.body
+        if isinstance(node, ast.ClassDef)
+        for b in node.bases
+        if isinstance(b, ast.Name) and b.id in imported
+    ]
+    return sorted({imported[b].replace(".", "/") + ".py" for b in bases})
+
+
+def discover_proposer(
+    source: str, path: str = PROPOSER, read: Callable[[str], str] | None = None
+) -> list[Item]:
+    """Config reads and calls on ``target_model`` in ``load_model``: in the
+    proposer's module, or, where it defines none that reads anything (0.20.0
+    moved it into ``SpecDecodeBaseProposer``), in the modules its classes
+    inherit from (with ``read``)."""
+    tree = ast.parse(source)
+    items = _load_model_items(tree, path)
+    if items or read is None:
+        return items
+    for module in _base_modules(tree):
+        items += _load_model_items(ast.parse(read(module)), module)
     return items
 
 
@@ -488,7 +519,7 @@ def discover(read: Callable[[str], str]) -> list[Item]:
         v2 = None  # releases before the opt-in runner
     if v2 is not None:
         items += discover_runner(v2, RUNNER_V2, read, required=False)
-    items += discover_gate(speculative) + discover_proposer(proposer)
+    items += discover_gate(speculative) + discover_proposer(proposer, PROPOSER, read)
     return items
 
 

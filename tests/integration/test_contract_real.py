@@ -139,3 +139,6 @@ def test_discovery_follows_both_runners_through_their_helpers_in_later_releases(
     }
     files = {i.file for i in items if i.kind == "interface"}
     assert files == {contract.RUNNER, "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"}
+    # The proposer's read of Kimi-K2.5's placeholder, wherever load_model lives
+    # (eagle.py through 0.19.x, llm_base_proposer.py from 0.20.0).
+    assert "media_placeholder_token_id" in {i.name for i in items if i.kind == "config_attr"}

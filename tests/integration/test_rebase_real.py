@@ -6,6 +6,7 @@ upstream.lock) in a temporary directory, through the CLI, as a user would.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -202,3 +203,32 @@ def test_check_reports_several_releases_and_changes_nothing(root: Path) -> None:
     assert "vllm 0.17.1 -> 0.17.0" in out and "vllm 0.17.1 -> 0.18.1" in out
     assert "cannot rebase: vllm 0.14.1 has no vllm/model_executor/models/kimi_k25.py" in out
     assert inputs(root) == start
+
+
+@pytest.fixture
+def full_root(tmp_path: Path) -> Path:
+    """A copy of the whole queue: every patch, its probes and the tests they
+    name (the probes run from the queue's own tests/)."""
+    r = tmp_path / "full"
+    r.mkdir()
+    for name in ("upstream.lock", "series", "probes.toml"):
+        shutil.copy(REPO_ROOT / name, r / name)
+    for d in ("patches", "tests", "scripts"):
+        shutil.copytree(REPO_ROOT / d, r / d, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return r
+
+
+def test_check_0_22_0_with_probes_agrees_with_every_patch_header(full_root: Path) -> None:
+    """Every patch, judged by its probe on unpatched 0.22.0 (the probes run
+    in 0.22.0's own venv): each Backport header up to v0.22.0 is absorbed,
+    every later or unreleased one survives, and no header is contradicted."""
+    proc = vpq(full_root, "--check", "0.22.0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    table = json.loads((full_root / "build/rebase/staircase.json").read_text())
+    assert table["errors"] == {} and table["flags"] == [], proc.stdout
+    cells = {row["patch"]: row["cells"]["0.22.0"] for row in table["patches"]}
+    assert set(cells) == set(series.read_series(REPO_ROOT))
+    absorbed = {p for p, c in cells.items() if c["status"] == "absorbed"}
+    assert absorbed == {p for p, c in cells.items() if c["expected_absorbed"]}
+    assert len(absorbed) >= 10  # the 0.18.0 to 0.22.0 backports
+    assert all("probe" in cells[p]["signal"] or "empty" in cells[p]["signal"] for p in absorbed)

@@ -73,6 +73,25 @@ def test_proposer_discovery_records_the_branch_that_leads_to_each_config_read() 
     assert items["get_language_model"].kind == "method"
 
 
+def test_proposer_discovery_follows_load_model_into_the_base_class_module() -> None:
+    """0.20.0 moved ``load_model`` from eagle.py into ``SpecDecodeBaseProposer``
+    in llm_base_proposer.py; the reads are found there, and named so."""
+    eagle = textwrap.dedent(
+        """
+        from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+
+        class EagleProposer(SpecDecodeBaseProposer):
+            pass
+        """
+    )
+    base = "vllm/v1/spec_decode/llm_base_proposer.py"
+    sources = {base: PROPOSER.replace("class EagleProposer:", "class SpecDecodeBaseProposer:")}
+    assert contract.discover_proposer(eagle) == []  # without a reader: only the module itself
+    items = contract.discover_proposer(eagle, contract.PROPOSER, sources.__getitem__)
+    assert {i.name for i in items} == {i.name for i in contract.discover_proposer(PROPOSER)}
+    assert {i.where.split(":")[0] for i in items} == {base}
+
+
 def test_guards_pick_the_branch_for_each_architecture() -> None:
     items = {i.name: i for i in contract.discover_proposer(PROPOSER)}
     Kimi = type("Kimi", (), {})
