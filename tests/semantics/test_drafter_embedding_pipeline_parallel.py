@@ -17,7 +17,8 @@ holds none, one warning names the checkpoint and the workaround.
 
 The target is a real ``DeepseekV3ForCausalLM`` built by its own
 ``__init__`` with stub decoder layers and norm (they need CUDA kernels;
-the embedding is vLLM's real ``VocabParallelEmbedding``) and put on the
+the loading test keeps vLLM's real ``VocabParallelEmbedding``, the sharing
+test the stub embedding of ``stubs.py``) and put on the
 last stage of two with a stand-in ``get_pp_group`` (a real multi-rank
 group needs a process per rank). The head is the real
 ``Eagle3LlamaForCausalLM`` with its decoder stubbed, as in
