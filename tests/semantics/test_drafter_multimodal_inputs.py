@@ -1,0 +1,178 @@
+"""An EAGLE-3 head that cannot merge multimodal embeddings is given none
+(backport of vllm PR #50417, first released in v0.28.0; patch
+``eagle-text-only-drafter-skips-multimodal-inputs.patch``).
+
+With a multimodal target (Kimi-K2.5) 0.17.1's ``EagleProposer.load_model``
+probes the drafter with ``embed_input_ids(ids, multimodal_embeddings=None)``
+and keeps multimodal inputs on unless that raises. Both EAGLE-3 heads
+(``Eagle3LlamaForCausalLM``, the MLA ``Eagle3DeepseekV2ForCausalLM``)
+accept the keyword and ignore it, so every drafter step the runner
+gathers image embeddings (``propose_draft_token_ids`` calls
+``_gather_mm_embeddings`` while ``drafter.supports_mm_inputs`` holds) for
+a drafter that throws them away. Upstream's rule (0.28.0): only a drafter
+declaring ``SupportsMultiModalEmbeddings`` (``supports_multimodal_embeddings``)
+takes them; any other runs text-only, with one warning naming its class.
+
+``load_model`` is the shipped method, on a proposer made without
+``__init__`` (it allocates CUDA buffers); the drafters are real heads
+built by their own ``__init__`` on CPU with their CUDA parts stubbed (the
+Llama head's decoder, the MLA head's attention and MLP, as in
+test_drafter_quantized_lm_head.py and test_mla_drafter.py); the target is
+a stand-in with Kimi-K2.5's class name and the one config field the
+proposer reads. Attention-layer discovery and the embedding / lm_head
+sharing are stubbed out (they need a loaded target). Each test fails on
+unpatched 0.17.1 and on the series before this patch.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch import nn
+
+from tests.semantics import test_drafter_quantized_lm_head as llama_head
+from tests.semantics import test_mla_drafter as mla_head
+
+
+class KimiK25ForConditionalGeneration(nn.Module):
+    """Stands in for the multimodal target: the proposer reads its class
+    name, ``config.media_placeholder_token_id`` and ``get_language_model()``."""
+
+    supports_multimodal = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.config = SimpleNamespace(media_placeholder_token_id=7)
+        self.language_model = nn.Module()
+
+    def get_language_model(self) -> nn.Module:
+        return self.language_model
+
+
+class StubLlamaModelWithEmbedding(llama_head.StubLlamaModel):
+    """The Llama head's ``LlamaModel`` stand-in, with the token embedding the
+    real one has (0.17.1's probe calls it)."""
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.embed_tokens = nn.Embedding(128, 64)
+
+    def embed_input_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.embed_tokens(input_ids)
+
+
+class LogRecorder:
+    """Stands in for ``vllm.v1.spec_decode.eagle.logger``: keeps warnings."""
+
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+
+    def _warn(self, msg: str, *args: object, **_: object) -> None:
+        self.warnings.append(msg % args if args else msg)
+
+    warning = warning_once = _warn
+
+    def info(self, *a: object, **k: object) -> None:
+        pass
+
+    debug = info_once = info
+
+
+def load_into_proposer(drafter: nn.Module, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """Run the shipped ``EagleProposer.load_model`` for ``drafter`` on a
+    multimodal target; return the proposer and the warnings it logged."""
+    from vllm.v1.spec_decode import eagle
+
+    log = LogRecorder()
+    monkeypatch.setattr(eagle, "logger", log)
+    monkeypatch.setattr(eagle, "get_layers_from_vllm_config", lambda *a, **k: {})
+    proposer = object.__new__(eagle.EagleProposer)
+    proposer.vllm_config = None
+    proposer.supports_mm_inputs = True  # what __init__ sets for a multimodal target
+    proposer.input_ids = torch.zeros(8, dtype=torch.int32)
+    proposer.parallel_drafting = False
+    proposer._get_model = lambda: drafter  # type: ignore[method-assign]
+    proposer._maybe_share_embeddings = lambda target: None  # type: ignore[method-assign]
+    proposer._maybe_share_lm_head = lambda target: None  # type: ignore[method-assign]
+    proposer.load_model(KimiK25ForConditionalGeneration())
+    return proposer, log.warnings
+
+
+def llama_eagle3_head(make_model, monkeypatch):  # type: ignore[no-untyped-def]
+    from vllm.model_executor.models import llama_eagle3
+
+    make_model(4)  # the single-process distributed state the head needs
+    monkeypatch.setattr(llama_eagle3, "LlamaModel", StubLlamaModelWithEmbedding)
+    monkeypatch.setattr(llama_eagle3, "get_draft_quant_config", lambda vllm_config: None)
+    return llama_head._build(llama_eagle3, llama_head._head_vllm_config())
+
+
+def mla_eagle3_head(tmp_path, distributed, monkeypatch):  # type: ignore[no-untyped-def]
+    from vllm.model_executor.models import deepseek_eagle3
+
+    mla_head._stub(deepseek_eagle3, monkeypatch)
+    model, _ = mla_head.build(
+        deepseek_eagle3, tmp_path, distributed, fc_norm=False, norm_output=False
+    )
+    return model
+
+
+@pytest.mark.parametrize("head", ["llama", "mla"])
+def test_eagle3_head_runs_text_only_on_a_multimodal_target(
+    head, make_model, tmp_path, distributed, monkeypatch
+) -> None:
+    """The runner gathers image embeddings for the drafter only while
+    ``drafter.supports_mm_inputs`` holds: after loading an EAGLE-3 head it
+    must not, and one warning says so, naming the head's class."""
+    if head == "llama":
+        drafter = llama_eagle3_head(make_model, monkeypatch)
+    else:
+        drafter = mla_eagle3_head(tmp_path, distributed, monkeypatch)
+    proposer, warnings = load_into_proposer(drafter, monkeypatch)
+    assert proposer.supports_mm_inputs is False
+    named = [w for w in warnings if type(drafter).__name__ in w]
+    assert len(named) == 1, warnings
+    assert "multimodal embeddings" in named[0]
+    # The target's placeholder id still reaches the drafter's config.
+    assert drafter.config.image_token_index == 7
+
+
+def test_drafter_declaring_multimodal_embeddings_keeps_them(monkeypatch) -> None:
+    """A drafter that merges the target's embeddings (0.17.1's Llama 4 and
+    Mistral Large 3 EAGLE heads declare it) still gets them, silently."""
+    from vllm.model_executor.models import SupportsMultiModalEmbeddings
+
+    class MergingDrafter(nn.Module, SupportsMultiModalEmbeddings):
+        def __init__(self) -> None:
+            super().__init__()
+            self.config = SimpleNamespace()
+
+        def embed_input_ids(self, input_ids, multimodal_embeddings=None, *, is_multimodal=None):  # type: ignore[no-untyped-def]
+            return torch.zeros(input_ids.shape[0], 4)
+
+    proposer, warnings = load_into_proposer(MergingDrafter(), monkeypatch)
+    assert proposer.supports_mm_inputs is True and warnings == []
+
+
+def test_only_the_merging_drafters_declare_multimodal_embeddings() -> None:
+    """The flag on 0.17.1's drafter classes, as 0.28.0 sets it: the two that
+    merge external embeddings and every multimodal model (``SupportsMultiModal``
+    inherits it: Kimi-K2.5 itself, and ``Qwen3_5MTP`` as a drafter) have it;
+    the EAGLE-3 heads do not."""
+    from vllm.model_executor.models import supports_multimodal_embeddings
+    from vllm.model_executor.models.deepseek_eagle3 import Eagle3DeepseekV2ForCausalLM
+    from vllm.model_executor.models.kimi_k25 import KimiK25ForConditionalGeneration
+    from vllm.model_executor.models.llama4_eagle import EagleLlama4ForCausalLM
+    from vllm.model_executor.models.llama_eagle3 import Eagle3LlamaForCausalLM
+    from vllm.model_executor.models.mistral_large_3_eagle import EagleMistralLarge3ForCausalLM
+
+    assert supports_multimodal_embeddings(EagleLlama4ForCausalLM)
+    assert supports_multimodal_embeddings(EagleMistralLarge3ForCausalLM)
+    assert supports_multimodal_embeddings(KimiK25ForConditionalGeneration)
+    assert not supports_multimodal_embeddings(Eagle3LlamaForCausalLM)
+    assert not supports_multimodal_embeddings(Eagle3DeepseekV2ForCausalLM)
+
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
