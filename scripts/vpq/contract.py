@@ -75,24 +75,37 @@ class ContractError(VpqError):
 
 @dataclass(frozen=True)
 class Item:
-    """One thing vLLM uses on the target model."""
+    """One thing vLLM uses on the target model (``side="target"``) or on
+    the EAGLE-3 head (``side="drafter"``, see ``vpq.contract_drafter``)."""
 
-    kind: str  # "interface" | "method" | "config_attr" | "gate"
+    #: target: "interface" | "method" | "config_attr" | "gate";
+    #: drafter: "drafter_type" | "drafter_method" | "drafter_config_attr" | "drafter_registry"
+    kind: str
     name: (
         str  # e.g. "supports_eagle3", "set_aux_hidden_state_layers", "vision_config.image_token_id"
     )
     where: str  # "vllm/...py:LINE"
     guards: list[dict[str, object]] = field(default_factory=list)
-    values: list[str] = field(default_factory=list)  # a gate's allowlist
+    #: a gate's allowlist, a type check's qualified classes, the registry's EAGLE-3 heads
+    values: list[str] = field(default_factory=list)
+    side: str = "target"
+    #: the proposer copes without it (it tests ``hasattr`` or reads with a default)
+    optional: bool = False
 
     @property
     def label(self) -> str:
         """The row label, e.g. ``model.set_aux_hidden_state_layers()``."""
+        opt = " (optional)" if self.optional else ""
+        classes = " | ".join(v.rsplit(".", 1)[-1] for v in self.values)
         return {
             "interface": f"{self.name}(model)",
             "method": f"model.{self.name}()",
             "config_attr": f"config.{self.name}",
             "gate": f"speculative gate: {self.name}",
+            "drafter_type": f"isinstance(drafter, {classes})",
+            "drafter_method": f"drafter.{self.name}(){opt}",
+            "drafter_config_attr": f"drafter config.{self.name}{opt}",
+            "drafter_registry": "speculative registry: EAGLE-3 head",
         }[self.kind]
 
     @property
@@ -500,7 +513,9 @@ def discover(read: Callable[[str], str]) -> list[Item]:
     """All contract items of a tree; ``read(path)`` returns a file's text.
 
     Both model runners are covered (the default one and, where the release
-    has it, the opt-in ``v1/worker/gpu/`` one), following their helpers.
+    has it, the opt-in ``v1/worker/gpu/`` one), following their helpers;
+    then the drafter side (``vpq.contract_drafter``: the proposer and its
+    bases, the speculative-decoding registry).
 
     Raises:
         ContractError: a file is missing, or a runner's EAGLE-3 path was not
@@ -520,7 +535,10 @@ def discover(read: Callable[[str], str]) -> list[Item]:
     if v2 is not None:
         items += discover_runner(v2, RUNNER_V2, read, required=False)
     items += discover_gate(speculative) + discover_proposer(proposer, PROPOSER, read)
-    return items
+    # The drafter side imports Item and ContractError from this module.
+    from vpq import contract_drafter
+
+    return items + contract_drafter.discover(read)
 
 
 @dataclass(frozen=True)
@@ -566,6 +584,17 @@ class Table:
         gaps = "; ".join(f"{item} is {v} on {arch}" for item, arch, v in self.gaps)
         return f"the EAGLE-3 contract does not hold for {what}: {gaps}"
 
+    def without(self, archs: set[str]) -> Table:
+        """The table without the columns for ``archs`` (a rebase leaves out
+        the EAGLE-3 heads the series did not serve before the move)."""
+        rows = {
+            item: {a: v for a, v in row.items() if a not in archs}
+            for item, row in self.rows.items()
+        }
+        rows = {item: row for item, row in rows.items() if row}
+        files = {k: fs for k, fs in self.files.items() if k[1] not in archs and k[0] in rows}
+        return Table(rows, {k: self.where[k] for k in rows}, files)
+
     def to_json(self) -> dict[str, object]:
         """The table as JSON-able data (``from_json`` reads it back)."""
         return {
@@ -581,20 +610,37 @@ class Table:
         return cls(d["rows"], d["where"], files)  # type: ignore[arg-type]
 
     def render(self) -> str:
-        """The table as printed: items down, architectures across, then the source line."""
-        archs = list(CLAIMED)
-        short = {
-            a: a.replace("ForConditionalGeneration", "").replace("ForCausalLM", "") for a in archs
-        }
-        w = max(len(k) for k in self.rows) if self.rows else 10
-        lines = [f"{'item':<{w}}  " + "  ".join(f"{short[a]:<10}" for a in archs) + "  source"]
-        for item, row in self.rows.items():
-            lines.append(
-                f"{item:<{w}}  "
-                + "  ".join(f"{row[a]:<10}" for a in archs)
-                + f"  {self.where[item]}"
-            )
-        return "\n".join(lines)
+        """The table as printed: items down, architectures across, then the
+        source line; the target's rows first, then the drafter's (one column
+        per EAGLE-3 head architecture) under a heading of their own."""
+        sections = []
+        for title, archs in (("item", list(CLAIMED)), ("drafter item", _drafter_archs())):
+            rows = {k: r for k, r in self.rows.items() if set(r) <= set(archs)}
+            if not rows:
+                continue
+            w = max(len(title), *(len(k) for k in rows))
+            short = {a: _short(a) for a in archs}
+            width = max(10, *(len(v) for v in short.values()))
+            lines = [
+                f"{title:<{w}}  " + "  ".join(f"{short[a]:<{width}}" for a in archs) + "  source"
+            ]
+            for item, row in rows.items():
+                cells = "  ".join(f"{row.get(a, 'n/a'):<{width}}" for a in archs)
+                lines.append(f"{item:<{w}}  {cells}  {self.where[item]}")
+            sections.append("\n".join(lines))
+        return "\n\n".join(sections)
+
+
+def _drafter_archs() -> list[str]:
+    """The EAGLE-3 head architectures the drafter rows have a column for."""
+    from vpq import contract_drafter
+
+    return list(contract_drafter.DRAFTERS)
+
+
+def _short(arch: str) -> str:
+    """A column heading: the architecture without ``ForCausalLM`` and the like."""
+    return arch.replace("ForConditionalGeneration", "").replace("ForCausalLM", "")
 
 
 def _table(items: list[Item], results: list[dict[str, str]], modules: dict[str, str]) -> Table:
@@ -606,17 +652,29 @@ def _table(items: list[Item], results: list[dict[str, str]], modules: dict[str, 
     files: dict[tuple[str, str], set[str]] = {}
     rank = {"n/a": 0, "ok": 1, "stub": 2, "missing": 3}
     for item, res in zip(items, results, strict=True):
-        row = rows.setdefault(item.label, {a: "n/a" for a in CLAIMED})
+        archs = _drafter_archs() if item.side == "drafter" else list(CLAIMED)
+        row = rows.setdefault(item.label, {a: "n/a" for a in archs})
         where.setdefault(item.label, item.where)
         for arch, v in res.items():
             if rank[v] > rank[row[arch]]:
                 row[arch] = v
-            if v == "n/a":
-                continue
-            owner = modules.get(arch) if item.kind in ("interface", "method") else item.file
-            if owner:
-                files.setdefault((item.label, arch), set()).add(owner)
+            if v != "n/a":
+                owners = _owners(item, modules.get(arch))
+                files.setdefault((item.label, arch), set()).update(owners)
     return Table(rows, where, files)
+
+
+def _owners(item: Item, arch_module: str | None) -> set[str]:
+    """The files responsible for ``item`` holding on an architecture whose
+    model module is ``arch_module``: that module for what the class must
+    provide (and, for a drafter type check, also the file doing the check),
+    the registry for a registry entry, the reading file otherwise."""
+    model = {arch_module} if arch_module else set()
+    if item.kind in ("interface", "method", "drafter_method"):
+        return model
+    if item.kind == "drafter_type":
+        return model | {item.file}
+    return {REGISTRY if item.kind == "drafter_registry" else item.file}
 
 
 def check(
@@ -636,13 +694,17 @@ def check(
     Raises:
         ContractError: the probe failed to run.
     """
+    from vpq import contract_drafter
+
     archs = {
         a: {"model_type": mt, "text_model_type": TEXT_MODEL_TYPES[a]} for a, mt in CLAIMED.items()
     }
+    drafters = {a: {"model_type": mt} for a, mt in contract_drafter.DRAFTERS.items()}
     payload = json.dumps(
         {
             "items": [asdict(i) for i in items],
             "archs": archs,
+            "drafter_archs": drafters,
             "sys_path": [str(sys_path)] if sys_path else [],
         }
     )

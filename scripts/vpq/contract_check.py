@@ -8,7 +8,8 @@ made from that tree's ``requirements/common.txt``. It is used by ``build``
 CLI (``nox -s contract``).
 
 A wheel's verdict is cached under ``<cache>/contract/``, keyed by the
-wheel's sha256, the discovered items and the contract code's own source, so
+wheel's sha256, the discovered items and the contract code's own source
+(both sides and the probe), so
 a warm ``build_wheel`` with an unchanged series does not import vLLM again.
 """
 
@@ -23,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
-from vpq import build, contract, fetch, tree, venv
+from vpq import build, contract, contract_drafter, fetch, tree, venv
 from vpq import git as g
 from vpq.files import sha256_file, write_atomic
 
@@ -61,7 +62,10 @@ def exported(work_root: Path, repo: Path, ref: str) -> Iterator[Path]:
 
 
 def _cache_key(wheel_sha256: str, items: list[contract.Item]) -> str:
-    code = Path(contract.__file__).read_bytes() + contract.PROBE.read_bytes()
+    code = (
+        b"".join(Path(m.__file__).read_bytes() for m in (contract, contract_drafter))
+        + contract.PROBE.read_bytes()
+    )
     payload = json.dumps([wheel_sha256, [asdict(i) for i in items]], sort_keys=True).encode()
     return hashlib.sha256(code + payload).hexdigest()[:24]
 

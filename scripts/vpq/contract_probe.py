@@ -1,7 +1,9 @@
 """Evaluate contract items on model classes. Standard library + vLLM only:
 runs inside a venv with a vLLM wheel installed, reading
 ``{"items": [...], "archs": {arch: model_type}}`` as JSON on stdin and
-printing ``CONTRACT <json>``: for each item, ``{arch: verdict}``.
+printing ``CONTRACT <json>``: for each item, ``{arch: verdict}``. Drafter
+items (``side="drafter"``) are checked on the EAGLE-3 head architectures in
+``drafter_archs`` instead (``drafter_verdict``).
 
 Verdicts: ``ok``; ``missing``; ``stub`` (found only as a ``Protocol`` method
 whose body is a docstring and/or ``...``, which returns ``None``); ``n/a``
@@ -25,6 +27,31 @@ def model_class(arch: str) -> type:
 
     module, name = _VLLM_MODELS[arch]
     return getattr(importlib.import_module(f"vllm.model_executor.models.{module}"), name)
+
+
+def drafter_class(arch: str) -> type | None:
+    """The class registered for an EAGLE-3 head, or None where ``arch`` is
+    not registered (or its module does not import)."""
+    try:
+        return model_class(arch)
+    except (KeyError, ImportError, AttributeError):
+        return None
+
+
+def qualified_class(name: str) -> type | None:
+    """``vllm.x.y.Class`` imported, or None."""
+    module, _, cls = name.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), cls)
+    except (ImportError, AttributeError, ValueError):
+        return None
+
+
+def is_one_of(cls: type, names: list[str]) -> bool | None:
+    """Whether ``cls`` is a subclass of a class ``names`` qualifies; None
+    when none of them imports."""
+    found = [c for c in map(qualified_class, names) if isinstance(c, type)]
+    return any(issubclass(cls, c) for c in found) if found else None
 
 
 def config_class(model_type: str) -> type:
@@ -55,6 +82,11 @@ def is_stub(func: object) -> bool:
 def guard_holds(guard: dict, cls: type) -> bool | None:
     """Whether a branch condition leads to ``cls``; None when it cannot tell."""
     kind = guard["kind"]
+    if kind == "method_in":  # the proposer's speculative method
+        return ("eagle3" in guard["names"]) == guard["expect"]
+    if kind == "drafter_isinstance":
+        value = is_one_of(cls, guard["names"])
+        return None if value is None else value == guard["expect"]
     if kind == "interface":
         from vllm.model_executor.models import interfaces
 
@@ -92,14 +124,47 @@ def verdict(item: dict, cls: type, arch: dict) -> str:
     return "ok"
 
 
+def has_attr(obj: object, name: str) -> bool:
+    """Whether the dotted ``name`` resolves on ``obj``."""
+    for part in name.split("."):
+        if not hasattr(obj, part):
+            return False
+        obj = getattr(obj, part)
+    return True
+
+
+def drafter_verdict(item: dict, cls: type | None, arch: str, info: dict) -> str:
+    """ok | missing | stub | n/a for one drafter item on one EAGLE-3 head.
+    A head that is not registered is ``missing`` in the registry row and
+    ``n/a`` elsewhere (there is no class to check)."""
+    kind = item["kind"]
+    if kind == "drafter_registry":
+        return "ok" if cls is not None and arch in item["values"] else "missing"
+    if cls is None or any(guard_holds(g, cls) is False for g in item["guards"]):
+        return "n/a"
+    if kind == "drafter_type":
+        return "ok" if is_one_of(cls, item["values"]) else "missing"
+    if kind == "drafter_method":
+        got = verdict({**item, "kind": "method", "guards": []}, cls, info)
+    else:
+        got = "ok" if has_attr(config_class(info["model_type"])(), item["name"]) else "missing"
+    return "n/a" if got == "missing" and item.get("optional") else got
+
+
 def main() -> None:
     """Read the items from stdin, print ``CONTRACT <json verdicts>``."""
     logging.disable(logging.WARNING)
     data = json.load(sys.stdin)
     sys.path[:0] = data.get("sys_path", [])
     classes = {arch: model_class(arch) for arch in data["archs"]}
+    drafters = {arch: drafter_class(arch) for arch in data.get("drafter_archs", {})}
     out = [
-        {arch: verdict(item, classes[arch], info) for arch, info in data["archs"].items()}
+        {
+            arch: drafter_verdict(item, drafters[arch], arch, info)
+            for arch, info in data["drafter_archs"].items()
+        }
+        if item.get("side") == "drafter"
+        else {arch: verdict(item, classes[arch], info) for arch, info in data["archs"].items()}
         for item in data["items"]
     ]
     print("CONTRACT " + json.dumps(out))

@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from vpq import build, contract, fetch
+from vpq import build, contract, contract_drafter, fetch
 from vpq import git as g
 from vpq import venv as envs
 
@@ -20,6 +20,18 @@ from tests.integration.conftest import discover_at
 
 KIMI = "KimiK25ForConditionalGeneration"
 ALL = list(contract.CLAIMED)
+HEADS = list(contract_drafter.DRAFTERS)
+MLA_HEADS = ["Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"]
+MLA_PATCH = "patches/model_executor/models/deepseek_eagle3-add-mla-eagle3-drafter.patch"
+#: What the proposer requires of every EAGLE-3 head on the pin's source.
+DRAFTER_ROWS = (
+    "speculative registry: EAGLE-3 head",
+    "isinstance(drafter, Eagle3LlamaForCausalLM | Eagle3DeepseekV2ForCausalLM)",
+    "drafter.combine_hidden_states()",
+    "drafter.compute_logits()",
+    "drafter.embed_input_ids()",
+    "drafter.forward()",
+)
 
 
 def discover_in_release(key: str) -> list[contract.Item]:
@@ -49,6 +61,8 @@ def test_contract_holds_on_the_patched_wheel(patched_table: contract.Table) -> N
         assert rows[item] == {a: "ok" for a in ALL}
     assert rows["config.media_placeholder_token_id"][KIMI] == "ok"
     assert rows["model.get_language_model()"][KIMI] == "ok"
+    for item in DRAFTER_ROWS:  # the drafter side, on every claimed head
+        assert rows[item] == {h: "ok" for h in HEADS}, item
 
 
 def test_contract_reports_the_gaps_the_series_fixes_on_unpatched_upstream(
@@ -67,8 +81,14 @@ def test_contract_reports_the_gaps_the_series_fixes_on_unpatched_upstream(
         }
         | {("config.image_token_index", KIMI, "missing")}
         | {("speculative gate: aux_hidden_states_supported", arch, "missing") for arch in ALL}
+        # the drafter side: 0.17.1 registers no MLA head
+        | {("speculative registry: EAGLE-3 head", h, "missing") for h in MLA_HEADS}
     )
     assert set(upstream_table.gaps) == expected
+    rows = upstream_table.rows
+    assert rows["isinstance(drafter, Eagle3LlamaForCausalLM)"] == {
+        h: "n/a" if h in MLA_HEADS else "ok" for h in HEADS
+    }
 
 
 def test_contract_flags_a_wrapper_that_only_inherits_the_protocol(
@@ -142,3 +162,56 @@ def test_discovery_follows_both_runners_through_their_helpers_in_later_releases(
     # The proposer's read of Kimi-K2.5's placeholder, wherever load_model lives
     # (eagle.py through 0.19.x, llm_base_proposer.py from 0.20.0).
     assert "media_placeholder_token_id" in {i.name for i in items if i.kind == "config_attr"}
+
+
+def test_contract_flags_a_registered_mla_head_the_proposer_would_refuse(
+    tmp_path: Path, deps_venv: Path
+) -> None:
+    """The drafter-side trap: the MLA head is registered and loads, but the
+    proposer's EAGLE-3 type check still names only the Llama head, so
+    ``propose`` would fail its assert on the first step. Built from a series
+    whose MLA drafter patch keeps the registry entries and drops the type
+    check's new class (same line count, so the later patches apply as they are)."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    for name in ("series", "upstream.lock"):
+        shutil.copy(REPO_ROOT / name, root / name)
+    shutil.copytree(REPO_ROOT / "patches", root / "patches")
+    mla = root / MLA_PATCH
+    text = mla.read_text()
+    old = "+                self.model, (Eagle3LlamaForCausalLM, Eagle3DeepseekV2ForCausalLM)\n"
+    assert text.count(old) == 1
+    mla.write_text(text.replace(old, "+                self.model, (Eagle3LlamaForCausalLM,)\n"))
+    prep = build.prepare(root)
+    (res,) = build.build_wheels(root, platform="x86_64", out_dir=tmp_path / "dist", prep=prep)
+    python = envs.wheel_env(tmp_path / "venv", deps_venv, res.wheel.path)
+    read = lambda p: g.git(["show", f"patched:{p}"], prep.repo).stdout.decode()  # noqa: E731
+    table = contract.check(
+        python, contract.discover(read), modules=contract.model_modules(read(contract.REGISTRY))
+    )
+    print(table.render())
+    assert table.rows["speculative registry: EAGLE-3 head"] == {h: "ok" for h in HEADS}
+    assert table.rows["isinstance(drafter, Eagle3LlamaForCausalLM)"] == {
+        h: "missing" if h in MLA_HEADS else "ok" for h in HEADS
+    }
+    assert table.rows["drafter.combine_hidden_states()"] == {h: "ok" for h in HEADS}
+    # the rebase signal: the MLA drafter's files do not hold this part
+    assert not table.holds_for(["vllm/v1/spec_decode/eagle.py"])
+
+
+@pytest.mark.parametrize("key", ["vllm-0_22_0", "vllm-0_33_0"])
+def test_drafter_discovery_follows_the_proposer_into_its_base_module_in_later_releases(
+    key: str,
+) -> None:
+    """From 0.22.0 eagle.py's EagleProposer is a thin subclass of
+    SpecDecodeBaseProposer in llm_base_proposer.py; discovery follows it there
+    and finds the same requirements of the head as on the pin."""
+    items = [i for i in discover_in_release(key) if i.side == "drafter"]
+    base = "vllm/v1/spec_decode/llm_base_proposer.py"
+    found = {i.name for i in items if i.kind == "drafter_method" and i.file == base}
+    assert {"combine_hidden_states", "compute_logits", "embed_input_ids", "forward"} <= found
+    (check,) = [i for i in items if i.kind == "drafter_type"]
+    assert check.file == base
+    assert "vllm.model_executor.models.deepseek_eagle3.Eagle3DeepseekV2ForCausalLM" in check.values
+    (registry,) = [i for i in items if i.kind == "drafter_registry"]
+    assert set(HEADS) <= set(registry.values)
