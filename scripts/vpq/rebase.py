@@ -448,6 +448,15 @@ def abort(root: Path) -> None:
     _state_path(root).unlink()
 
 
+def _served_heads(repo: Path) -> set[str]:
+    """The EAGLE-3 heads the series served before the move (the registry on
+    the patched branch); none where the tree has no registry."""
+    proc = g.git(["show", f"{queue.PATCHED_BRANCH}:{contract.REGISTRY}"], repo, check=False)
+    if proc.returncode != 0:
+        return set()
+    return set(contract_drafter.eagle3_heads(proc.stdout.decode()))
+
+
 def _finish(root: Path, state: State, outcomes: list[Outcome]) -> Report:
     repo = root / build.WORK_DIR
     old = lock.parse(state.old_lock, Path("old"))
@@ -456,9 +465,7 @@ def _finish(root: Path, state: State, outcomes: list[Outcome]) -> Report:
     # for every EAGLE-3 head the series served before the move (a series
     # without the MLA drafter is not required to serve it afterwards).
     table = contract_check.for_tree(root / "build", repo, REBASE_BRANCH, state.new_ref)
-    registry = g.git(["show", f"{queue.PATCHED_BRANCH}:{contract.REGISTRY}"], repo).stdout
-    served = contract_drafter.eagle3_heads(registry.decode())
-    table = table.without(set(contract_drafter.DRAFTERS) - set(served))
+    table = table.without(set(contract_drafter.DRAFTERS) - _served_heads(repo))
     gaps = table.gap_message(f"the rebased series on vllm {new.version}")
     if gaps:
         raise RebaseError(
