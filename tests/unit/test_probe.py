@@ -11,9 +11,7 @@ runs with this interpreter.
 
 from __future__ import annotations
 
-import io
 import sys
-import tarfile
 import textwrap
 from pathlib import Path
 
@@ -21,7 +19,14 @@ import pytest
 from vpq import contract, contract_check, lock, probe, rebase, series
 from vpq.files import sha256_file
 
-from tests.unit.tiny_upstream import FILES, MOD, Upstream, _add_to_cache, replace_line
+from tests.unit.tiny_upstream import (
+    FILES,
+    MOD,
+    Upstream,
+    _add_to_cache,
+    replace_line,
+    write_sdist,
+)
 
 PATCH = "mod/change-f10.patch"
 PROBE_TEST = "tests/probes/test_f10.py::test_f10_returns_100"
@@ -32,12 +37,7 @@ def _release_1_1(upstream: Upstream, mod: str, monkeypatch: pytest.MonkeyPatch) 
     path = upstream.sdist.parent / "vllm-1.1.tar.gz"
     files = {**FILES, "vllm/mod.py": mod}
     files["vllm/_version.py"] = files["vllm/_version.py"].replace("'1.0'", "'1.1'")
-    with tarfile.open(path, "w:gz") as tar:
-        for name, text in files.items():
-            data = text.encode()
-            info = tarfile.TarInfo(f"vllm-1.1/{name}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+    write_sdist(path, files, "1.1")
     sha = sha256_file(path)
     _add_to_cache(path, sha)
     old = lock.load(upstream.root)

@@ -39,11 +39,12 @@ FILES = {
 WHEEL_TAG = "cp38-abi3-manylinux_2_31_x86_64"
 
 
-def _sdist(path: Path) -> None:
+def write_sdist(path: Path, files: dict[str, str] = FILES, version: str = "1.0") -> None:
+    """An sdist of ``files`` at ``path``, under ``vllm-<version>/``."""
     with tarfile.open(path, "w:gz") as tar:
-        for name, text in FILES.items():
+        for name, text in files.items():
             data = text.encode()
-            info = tarfile.TarInfo(f"vllm-1.0/{name}")
+            info = tarfile.TarInfo(f"vllm-{version}/{name}")
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
 
@@ -126,7 +127,7 @@ def upstream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Upstream:
     files.mkdir()
     sdist = files / "vllm-1.0.tar.gz"
     whl = files / f"vllm-1.0-{WHEEL_TAG}.whl"
-    _sdist(sdist)
+    write_sdist(sdist)
     _wheel(whl)
     from vpq.files import sha256_file
 
