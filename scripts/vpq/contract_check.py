@@ -109,12 +109,22 @@ def for_tree(work_root: Path, repo: Path, ref: str, common_ref: str) -> contract
     Raises:
         ContractError, VenvError.
     """
+    python = deps_python(repo, common_ref)
+    with exported(work_root, repo, ref) as src:
+        return check_source(python, repo, ref, src)
+
+
+def check_source(python: Path, repo: Path, ref: str, src: Path) -> contract.Table:
+    """The contract discovered at ``ref`` and checked with ``python``, vLLM
+    importing from ``src`` (that ref, exported: see ``exported``).
+
+    Raises:
+        ContractError.
+    """
     read = _reader(repo, ref)
     items = contract.discover(read)
     modules = contract.model_modules(read(contract.REGISTRY))
-    python = deps_python(repo, common_ref)
-    with exported(work_root, repo, ref) as src:
-        return contract.check(python, items, sys_path=src, modules=modules)
+    return contract.check(python, items, sys_path=src, modules=modules)
 
 
 def require(table: contract.Table, what: str) -> None:

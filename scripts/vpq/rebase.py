@@ -328,20 +328,21 @@ def _run(root: Path, state: State, *, stop: bool = True) -> list[Outcome]:
     return outcomes
 
 
-def _probe(
-    root: Path, repo: Path, ref: str, names: list[str], table: contract.Table
-) -> dict[str, list[object]]:
-    """Each patch's probe on the unpatched tree at ``ref``, in the venv made
-    from that release's requirements, its contract items on ``table``:
-    patch -> ``[absorbed, what it saw]``.
+def _judge_target(
+    root: Path, repo: Path, ref: str, names: list[str]
+) -> tuple[contract.Table, dict[str, list[object]]]:
+    """The unpatched tree at ``ref``, exported once and imported in the venv
+    made from that release's own requirements: its contract table, and each
+    patch's probe (patch -> ``[absorbed, what it saw]``).
 
     Raises:
-        ProbeError, VenvError.
+        ContractError, ProbeError, VenvError.
     """
     python = contract_check.deps_python(repo, ref)
     with contract_check.exported(root / "build", repo, ref) as src:
+        table = contract_check.check_source(python, repo, ref, src)
         verdicts = probe.run_all(python, root, names, src, table)
-    return {name: [absorbed, seen] for name, (absorbed, seen) in verdicts.items()}
+    return table, {name: [absorbed, seen] for name, (absorbed, seen) in verdicts.items()}
 
 
 def _begin(root: Path, version: str, source: str) -> State:
@@ -368,9 +369,7 @@ def _begin(root: Path, version: str, source: str) -> State:
             f"vllm {new.version} has no {names}: the series cannot be moved there. "
             "patches/, series and upstream.lock are unchanged."
         )
-    # The target release imports in a venv made from its own requirements.
-    table = contract_check.for_tree(root / "build", repo, new_ref, new_ref)
-    probes = _probe(root, repo, new_ref, [p.name for p in prep.patches], table)
+    table, probes = _judge_target(root, repo, new_ref, [p.name for p in prep.patches])
     commits = queue.commits_since(repo, prep.upstream_ref, queue.PATCHED_BRANCH)
     state = State(
         old_lock=lock.dumps(old),

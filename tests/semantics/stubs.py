@@ -128,3 +128,17 @@ def write_text_config(dest: Path, num_layers: int) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "config.json").write_text(json.dumps(cfg))
     return dest
+
+
+def assert_quantized_head_loaded(drafter: nn.Module, ckpt: dict[str, torch.Tensor]) -> None:
+    """The drafter's ``lm_head`` holds the checkpoint's quantized tensors
+    (``qweight``, ``qzeros``, ``scales``; no plain ``weight``) exactly, and
+    its ``d2t`` map is the checkpoint's."""
+    params = dict(drafter.named_parameters())
+    assert "lm_head.weight" not in params
+    for name in ("qweight", "qzeros", "scales"):
+        got = params[f"lm_head.{name}"].data
+        torch.testing.assert_close(
+            got.to(ckpt[f"lm_head.{name}"].dtype), ckpt[f"lm_head.{name}"], rtol=0, atol=0
+        )
+    assert torch.equal(drafter.draft_id_to_target_id.data, ckpt["d2t"])

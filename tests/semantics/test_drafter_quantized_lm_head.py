@@ -21,6 +21,8 @@ import pytest
 import torch
 from torch import nn
 
+from tests.semantics import stubs
+
 
 def _build(llama_eagle3, vllm_config):  # type: ignore[no-untyped-def]
     from vllm.config import DeviceConfig, VllmConfig, set_current_vllm_config
@@ -86,14 +88,7 @@ def test_quantized_lm_head_checkpoint_maps_onto_the_drafters_head(
     save_file(ckpt, str(tmp_path / "model.safetensors"))
     drafter.load_weights(safetensors_weights_iterator([str(tmp_path / "model.safetensors")], False))
 
-    params = dict(drafter.named_parameters())
-    assert "lm_head.weight" not in params
-    for name in ("qweight", "qzeros", "scales"):
-        got = params[f"lm_head.{name}"].data
-        torch.testing.assert_close(
-            got.to(ckpt[f"lm_head.{name}"].dtype), ckpt[f"lm_head.{name}"], rtol=0, atol=0
-        )
-    assert torch.equal(drafter.draft_id_to_target_id.data, ckpt["d2t"])
+    stubs.assert_quantized_head_loaded(drafter, ckpt)
 
 
 def test_unquantized_drafter_head_keeps_a_plain_weight(make_model, monkeypatch) -> None:

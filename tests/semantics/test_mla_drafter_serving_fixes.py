@@ -140,14 +140,7 @@ def test_quantized_lm_head_checkpoint_maps_onto_the_mla_drafters_head(
             safetensors_weights_iterator([str(tmp_path / "model.safetensors")], False)
         )
 
-    params = dict(drafter.named_parameters())
-    assert "lm_head.weight" not in params
-    for name in ("qweight", "qzeros", "scales"):
-        got = params[f"lm_head.{name}"].data
-        torch.testing.assert_close(
-            got.to(ckpt[f"lm_head.{name}"].dtype), ckpt[f"lm_head.{name}"], rtol=0, atol=0
-        )
-    assert torch.equal(drafter.draft_id_to_target_id.data, ckpt["d2t"])
+    stubs.assert_quantized_head_loaded(drafter, ckpt)
 
 
 def test_unquantized_mla_drafter_head_keeps_a_plain_weight(

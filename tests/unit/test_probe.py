@@ -48,7 +48,7 @@ def _release_1_1(upstream: Upstream, mod: str, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(rebase, "target_lock", lambda _old, _v: (new, path))
     # No vLLM requirements here: an empty contract table, and this interpreter.
     monkeypatch.setattr(
-        contract_check, "for_tree", lambda *a, **k: contract.Table(rows={}, where={})
+        contract_check, "check_source", lambda *a, **k: contract.Table(rows={}, where={})
     )
     monkeypatch.setattr(contract_check, "deps_python", lambda *a: Path(sys.executable))
 
@@ -204,7 +204,7 @@ def test_a_patch_with_a_probe_is_not_absorbed_by_the_file_level_contract(
     holding = contract.Table(
         rows={"mod.f10": {"A": "ok"}}, where={}, files={("mod.f10", "A"): {"vllm/mod.py"}}
     )
-    monkeypatch.setattr(contract_check, "for_tree", lambda *a, **k: holding)
+    monkeypatch.setattr(contract_check, "check_source", lambda *a, **k: holding)
     assert (_check(one_patch).status, _check(one_patch).signal) == ("absorbed", "contract")
     _with_probe(one_patch)
     assert _check(one_patch).status == "clean"
