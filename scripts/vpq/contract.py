@@ -695,9 +695,18 @@ def check(
         ContractError: the probe failed to run.
     """
     from vpq import contract_drafter
+    from vpq.fixture import KIMI_K25_TOP_LEVEL
 
+    # A config item is read on the config class made with the checkpoint's
+    # top-level keys, as loading a real config.json would make it.
+    checkpoint = {"KimiK25ForConditionalGeneration": KIMI_K25_TOP_LEVEL}
     archs = {
-        a: {"model_type": mt, "text_model_type": TEXT_MODEL_TYPES[a]} for a, mt in CLAIMED.items()
+        a: {
+            "model_type": mt,
+            "text_model_type": TEXT_MODEL_TYPES[a],
+            "checkpoint": checkpoint.get(a, {}),
+        }
+        for a, mt in CLAIMED.items()
     }
     drafters = {a: {"model_type": mt} for a, mt in contract_drafter.DRAFTERS.items()}
     payload = json.dumps(

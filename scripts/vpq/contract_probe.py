@@ -1,7 +1,9 @@
 """Evaluate contract items on model classes. Standard library + vLLM only:
 runs inside a venv with a vLLM wheel installed, reading
-``{"items": [...], "archs": {arch: model_type}}`` as JSON on stdin and
-printing ``CONTRACT <json>``: for each item, ``{arch: verdict}``. Drafter
+``{"items": [...], "archs": {arch: {"model_type", "text_model_type",
+"checkpoint"}}}`` as JSON on stdin and printing ``CONTRACT <json>``: for each
+item, ``{arch: verdict}``. A config item is read on the config class made
+with ``checkpoint``, the top-level keys of the architecture's config.json. Drafter
 items (``side="drafter"``) are checked on the EAGLE-3 head architectures in
 ``drafter_archs`` instead (``drafter_verdict``).
 
@@ -116,12 +118,9 @@ def verdict(item: dict, cls: type, arch: dict) -> str:
         if owner is None:
             return "missing"
         return "stub" if is_stub(vars(owner)[name]) else "ok"
-    obj: object = config_class(arch["model_type"])()
-    for part in name.split("."):
-        if not hasattr(obj, part):
-            return "missing"
-        obj = getattr(obj, part)
-    return "ok"
+    # Made with the checkpoint's top-level keys, as from its config.json.
+    config = config_class(arch["model_type"])(**arch.get("checkpoint", {}))
+    return "ok" if has_attr(config, name) else "missing"
 
 
 def has_attr(obj: object, name: str) -> bool:

@@ -243,6 +243,19 @@ def write_image_processor(dest: Path) -> None:
     )
 
 
+#: The top-level scalar keys of Kimi-K2.5's ``config.json`` (as the real
+#: checkpoint ``moonshotai/Kimi-K2.5`` carries them). Config classes keep
+#: keys they do not declare as attributes: from 0.32.0, vLLM uses
+#: transformers' ``Kimi_K25Config`` (it declares ``image_token_id``) and the
+#: drafter still reads ``media_placeholder_token_id`` from this key.
+KIMI_K25_TOP_LEVEL: dict[str, object] = {
+    "media_placeholder_token_id": MEDIA_PLACEHOLDER,
+    "pad_token_id": PAD_ID,
+    "bos_token_id": BOS_ID,
+    "eos_token_id": EOS_ID,
+}
+
+
 def write_tiny_kimi_k25(dest: Path, num_layers: int = NUM_LAYERS) -> Path:
     """Write the tiny ``KimiK25ForConditionalGeneration`` directory (no weights)."""
     dest.mkdir(parents=True, exist_ok=True)
@@ -251,10 +264,7 @@ def write_tiny_kimi_k25(dest: Path, num_layers: int = NUM_LAYERS) -> Path:
         "architectures": ["KimiK25ForConditionalGeneration"],
         "text_config": tiny_text_config(num_layers),
         "vision_config": tiny_vision_config(),
-        "media_placeholder_token_id": MEDIA_PLACEHOLDER,
-        "pad_token_id": PAD_ID,
-        "bos_token_id": BOS_ID,
-        "eos_token_id": EOS_ID,
+        **KIMI_K25_TOP_LEVEL,
         "torch_dtype": "bfloat16",
     }
     _write_json(dest / "config.json", cfg)

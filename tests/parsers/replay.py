@@ -30,7 +30,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
-from vllm.entrypoints.openai.engine.protocol import DeltaMessage
+
+try:
+    from vllm.entrypoints.openai.engine.protocol import DeltaMessage
+except ImportError:  # 0.29.0 moved it (the probes run on later releases too)
+    from vllm.entrypoints.generate.base.protocol import DeltaMessage
 
 SECTION_BEGIN = "<|tool_calls_section_begin|>"
 SECTION_END = "<|tool_calls_section_end|>"

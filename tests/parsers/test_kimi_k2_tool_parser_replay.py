@@ -30,16 +30,22 @@ def test_streamed_calls_equal_the_encoded_and_the_non_streaming_calls(
     streamed = replay.stream(tokenizer, ids, k, tool_parser_cls=KimiK2ToolParser)
     whole = replay.full(tokenizer, ids, tool_parser_cls=KimiK2ToolParser)
     assert streamed.errors == []
-    assert whole.calls == list(case.calls)
     assert whole.content == case.content
     assert streamed.content == case.content
     if case.cut:
+        # The non-streaming parse drops the unterminated call up to 0.24.0
+        # and reports it with its arguments so far from 0.25.0 on; either
+        # way the calls before it are whole, and the stream ends in it.
         assert case.partial is not None
+        extra = whole.calls[len(case.calls) :]
+        assert whole.calls[: len(case.calls)] == list(case.calls) and len(extra) <= 1
         *done, last = streamed.calls
         assert done == list(case.calls)
-        assert (last.id, last.name) == (case.partial.id, case.partial.name)
-        assert case.partial.arguments.startswith(last.arguments)
+        for c in (last, *extra):
+            assert (c.id, c.name) == (case.partial.id, case.partial.name)
+            assert case.partial.arguments.startswith(c.arguments)
     else:
+        assert whole.calls == list(case.calls)
         assert streamed.calls == whole.calls
         for c in streamed.calls:
             json.loads(c.arguments)

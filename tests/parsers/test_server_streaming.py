@@ -16,6 +16,7 @@ GPU. Everything between the engine and the client is vLLM's.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,11 @@ from unittest.mock import MagicMock
 import pytest
 from vllm.config import MultiModalConfig
 from vllm.entrypoints.openai.chat_completion.serving import OpenAIServingChat
-from vllm.entrypoints.openai.engine.protocol import RequestResponseMetadata
+
+try:
+    from vllm.entrypoints.openai.engine.protocol import RequestResponseMetadata
+except ImportError:  # 0.29.0 moved it (the probes run on later releases too)
+    from vllm.entrypoints.generate.base.protocol import RequestResponseMetadata
 from vllm.entrypoints.openai.models.serving import BaseModelPath, OpenAIServingModels
 from vllm.outputs import CompletionOutput, RequestOutput
 
@@ -83,6 +88,18 @@ class StandInEngine:
     errored: bool = False
 
 
+def renderer_stand_ins() -> dict[str, MagicMock]:
+    """A stand-in for each required keyword-only argument the stream
+    generator does not use: the request renderer (0.20.0-0.24.0
+    ``openai_serving_render``, 0.28.0 on ``online_renderer``)."""
+    params = inspect.signature(OpenAIServingChat).parameters.values()
+    return {
+        p.name: MagicMock()
+        for p in params
+        if p.kind is p.KEYWORD_ONLY and p.default is p.empty and "render" in p.name
+    }
+
+
 def serving(*, reasoning: bool) -> OpenAIServingChat:
     engine = StandInEngine()
     models = OpenAIServingModels(
@@ -92,6 +109,7 @@ def serving(*, reasoning: bool) -> OpenAIServingChat:
         engine,
         models,
         "assistant",
+        **renderer_stand_ins(),
         request_logger=None,
         chat_template=None,
         chat_template_content_format="auto",
@@ -128,16 +146,32 @@ async def engine_steps(
         )
 
 
+def adjusted_request(
+    chat: OpenAIServingChat, tokenizer: Any, *, reasoning: bool
+) -> tuple[Any, dict[str, Any]]:
+    """The request as the server adjusts it, and the stream generator's
+    parser argument. Up to 0.28.0 the server holds a tool parser and passes
+    the generator a reasoning parser; from 0.29.0 one ``parser_cls`` does
+    both, and the generator builds its own."""
+    req = replay.request()
+    if hasattr(chat, "tool_parser"):
+        parser = chat.reasoning_parser_cls if reasoning else None
+        return chat.tool_parser(tokenizer).adjust_request(req), {
+            "reasoning_parser": parser(tokenizer) if parser else None
+        }
+    parser = chat.parser_cls(
+        tokenizer, req.tools, chat_template_kwargs={}, model_config=chat.model_config
+    )
+    return parser.adjust_request(req), {}
+
+
 def run_server(
     tokenizer: Any, text: str, k: int, *, reasoning: bool, finish: str = "stop"
 ) -> tuple[replay.Result, list[str]]:
     """Stream ``text`` through the server; the assembled result and the finish reasons sent."""
     chat = serving(reasoning=reasoning)
-    req = chat.tool_parser(tokenizer).adjust_request(replay.request())
+    req, extra = adjusted_request(chat, tokenizer, reasoning=reasoning)
     ids = replay.encode(tokenizer, text)
-    parser = (
-        chat.reasoning_parser_cls(tokenizer) if reasoning and chat.reasoning_parser_cls else None
-    )
 
     async def collect() -> list[str]:
         gen = chat.chat_completion_stream_generator(
@@ -148,7 +182,7 @@ def run_server(
             [],
             tokenizer,
             RequestResponseMetadata(request_id="chatcmpl-test"),
-            reasoning_parser=parser,
+            **extra,
         )
         return [chunk async for chunk in gen]
 

@@ -47,9 +47,9 @@ def layer_fn(idx: int, stream: torch.Tensor) -> torch.Tensor:
 class StubDecoderLayer(nn.Module):
     """A decoder layer with the real one's residual contract."""
 
-    def __init__(
-        self, vllm_config: object, prefix: str, topk_indices_buffer: object = None
-    ) -> None:
+    def __init__(self, vllm_config: object, prefix: str, **_: object) -> None:
+        # Later releases pass more builders (0.30.0: index_group_builder); the
+        # stub reads only its layer index from the prefix.
         super().__init__()
         self.idx = int(prefix.rsplit(".", 1)[-1])
         self.mlp = nn.Identity()  # not a DeepseekV2MoE: a dense layer to set_moe_parameters
@@ -142,3 +142,18 @@ def assert_quantized_head_loaded(drafter: nn.Module, ckpt: dict[str, torch.Tenso
             got.to(ckpt[f"lm_head.{name}"].dtype), ckpt[f"lm_head.{name}"], rtol=0, atol=0
         )
     assert torch.equal(drafter.draft_id_to_target_id.data, ckpt["d2t"])
+
+
+def cpu_awq_config(group_size: int) -> object:
+    """A 4-bit AWQ config with a quantized ``lm_head`` whose layers build on
+    CPU: ``CPUAWQConfig`` (``quantization/cpu_wna16.py``, up to 0.27.x), or
+    from 0.28.0 ``AutoAWQConfig`` (``quantization/auto_awq.py``), which picks
+    the CPU WNA16 kernel itself."""
+    cfg = {"bits": 4, "group_size": group_size, "zero_point": True, "lm_head": True}
+    try:
+        from vllm.model_executor.layers.quantization.cpu_wna16 import CPUAWQConfig
+    except ImportError:
+        from vllm.model_executor.layers.quantization.auto_awq import AutoAWQConfig
+
+        return AutoAWQConfig.from_config(cfg)
+    return CPUAWQConfig.from_config(cfg)

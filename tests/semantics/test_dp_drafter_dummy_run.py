@@ -18,6 +18,8 @@ unpatched 0.17.1 and on the series before this patch.
 
 from __future__ import annotations
 
+import ast
+import inspect
 from types import SimpleNamespace
 
 import pytest
@@ -25,6 +27,42 @@ import torch
 
 MAX_MODEL_LEN = 64
 NUM_SPEC = 3
+
+
+class EagleOnly(SimpleNamespace):
+    """A speculative config for EAGLE: every other method query
+    (``uses_draft_model()``, and those later releases add, such as 0.25.0's
+    ``use_dflash()`` and ``use_ngram_gpu()``) answers False."""
+
+    def __getattr__(self, name: str) -> object:
+        if name.startswith(("use_", "uses_")):
+            return lambda: False
+        raise AttributeError(name)
+
+
+class DraftingDone(Exception):
+    """Raised by the stand-in ``eplb_step``, which ``sample_tokens`` calls
+    once both drafter paths are through (0.17.1 to 0.25.0); what follows
+    builds the step's output, which these tests do not read."""
+
+
+def _drafting_done(*a: object, **kw: object) -> None:
+    raise DraftingDone
+
+
+def sample_tokens(r) -> None:  # type: ignore[no-untyped-def]
+    """Run the shipped ``GPUModelRunner.sample_tokens`` up to ``eplb_step``."""
+    with pytest.raises(DraftingDone):
+        r.sample_tokens(None)
+
+
+def bookkeeping_arity(runner_cls: type) -> int:
+    """How many values ``_bookkeeping_sync`` returns, from its annotation
+    (``tuple[...]``: seven in 0.17.1, eight from 0.28.0)."""
+    ann = inspect.signature(runner_cls._bookkeeping_sync).return_annotation
+    tree = ast.parse(ann if isinstance(ann, str) else repr(ann), mode="eval").body
+    assert isinstance(tree, ast.Subscript) and isinstance(tree.slice, ast.Tuple), ann
+    return len(tree.slice.elts)
 
 
 def _runner(max_seq_len: int, dp: int, padded: bool = True):  # type: ignore[no-untyped-def]
@@ -56,12 +94,11 @@ def _runner(max_seq_len: int, dp: int, padded: bool = True):  # type: ignore[no-
     r.input_batch = SimpleNamespace(
         prev_sampled_token_ids=None, req_ids=["r0"], sampling_metadata=None
     )
-    r.speculative_config = SimpleNamespace(
-        use_eagle=lambda: True,
-        uses_draft_model=lambda: False,
-        uses_extract_hidden_states=lambda: False,
-        disable_padded_drafter_batch=not padded,
+    r.speculative_config = EagleOnly(
+        use_eagle=lambda: True, disable_padded_drafter_batch=not padded
     )
+    r.device = torch.device("cpu")
+    r.broadcast_pp_output = False
     r.drafter = drafter
     r.num_spec_tokens = NUM_SPEC
     r.effective_drafter_max_model_len = MAX_MODEL_LEN
@@ -69,9 +106,11 @@ def _runner(max_seq_len: int, dp: int, padded: bool = True):  # type: ignore[no-
     r.parallel_config = SimpleNamespace(data_parallel_size=dp)
     r.propose_draft_token_ids = lambda *a, **kw: calls.append(("propose", None))
     r._copy_draft_token_ids_to_cpu = lambda *a, **kw: None
-    r._bookkeeping_sync = lambda *a: (None, None, [[0]], {}, ["r0"], {"r0": 0}, [])
+    n = bookkeeping_arity(GPUModelRunner)
+    r._bookkeeping_sync = lambda *a: (None,) * n  # read only after eplb_step
     r.clear_kv_connector_metadata = lambda: None
-    r.eplb_step = lambda *a, **kw: None
+    r.finalize_kv_connector = lambda: None
+    r.eplb_step = _drafting_done
     r.kv_connector_output = None
     r.model_config = SimpleNamespace(enable_return_routed_experts=False)
     r.supports_mm_inputs = False
@@ -83,7 +122,7 @@ def test_dp_rank_near_max_model_len_takes_the_dummy_drafter_run(padded: bool) ->
     """Both drafter paths of ``sample_tokens``: the default padded batch
     (drafts before bookkeeping) and ``disable_padded_drafter_batch`` (after)."""
     r, calls = _runner(max_seq_len=MAX_MODEL_LEN - NUM_SPEC + 1, dp=2, padded=padded)
-    r.sample_tokens(None)
+    sample_tokens(r)
     assert calls == [("dummy_run", 1)]
 
 
@@ -100,8 +139,8 @@ def test_dummy_drafter_run_only_where_a_dp_rank_skips_the_drafter(
     """Pins the rule's edges; with the first test, fails where the dummy run
     is missing."""
     r, calls = _runner(max_seq_len=max_seq_len, dp=dp)
-    r.sample_tokens(None)
+    sample_tokens(r)
     assert calls == expected
     r2, calls2 = _runner(max_seq_len=MAX_MODEL_LEN, dp=4)
-    r2.sample_tokens(None)
+    sample_tokens(r2)
     assert calls2 == [("dummy_run", 1)]

@@ -26,6 +26,7 @@ unpatched 0.17.1 and on the series before this patch.
 
 from __future__ import annotations
 
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -85,9 +86,12 @@ def load_into_proposer(drafter: nn.Module, monkeypatch: pytest.MonkeyPatch):  # 
     multimodal target; return the proposer and the warnings it logged."""
     from vllm.v1.spec_decode import eagle
 
+    # load_model's own module: eagle.py, or from 0.20.0 the base
+    # proposer's llm_base_proposer.py.
+    home = sys.modules[eagle.EagleProposer.load_model.__module__]
     log = LogRecorder()
-    monkeypatch.setattr(eagle, "logger", log)
-    monkeypatch.setattr(eagle, "get_layers_from_vllm_config", lambda *a, **k: {})
+    monkeypatch.setattr(home, "logger", log)
+    monkeypatch.setattr(home, "get_layers_from_vllm_config", lambda *a, **k: {})
     proposer = object.__new__(eagle.EagleProposer)
     proposer.vllm_config = None
     proposer.supports_mm_inputs = True  # what __init__ sets for a multimodal target

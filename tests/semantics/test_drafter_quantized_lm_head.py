@@ -55,7 +55,11 @@ def _head_vllm_config() -> SimpleNamespace:
             draft_model_config=SimpleNamespace(hf_config=hf), parallel_drafting=False
         ),
         model_config=SimpleNamespace(
-            get_total_num_hidden_layers=lambda: 4, get_num_layers=lambda _: 4
+            get_total_num_hidden_layers=lambda: 4,
+            get_num_layers=lambda _: 4,
+            # The target's vocabulary, larger than the head's draft vocabulary
+            # as for heads that ship d2t (read from 0.30.0, which drops d2t otherwise).
+            get_vocab_size=lambda: 256,
         ),
         parallel_config=None,
     )
@@ -65,14 +69,11 @@ def test_quantized_lm_head_checkpoint_maps_onto_the_drafters_head(
     make_model, tmp_path, monkeypatch
 ) -> None:
     from safetensors.torch import save_file
-    from vllm.model_executor.layers.quantization.cpu_wna16 import CPUAWQConfig
     from vllm.model_executor.model_loader.weight_utils import safetensors_weights_iterator
     from vllm.model_executor.models import llama_eagle3
 
     make_model(4)  # sets up the single-process distributed state the head needs
-    quant = CPUAWQConfig.from_config(
-        {"bits": 4, "group_size": 32, "zero_point": True, "lm_head": True}
-    )
+    quant = stubs.cpu_awq_config(group_size=32)
     monkeypatch.setattr(llama_eagle3, "LlamaModel", StubLlamaModel)
     monkeypatch.setattr(llama_eagle3, "get_draft_quant_config", lambda vllm_config: quant)
     vllm_config = _head_vllm_config()

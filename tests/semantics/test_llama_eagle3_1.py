@@ -36,7 +36,8 @@ from tests.semantics.test_mla_drafter import (
 )
 
 H = stubs.HIDDEN
-VOCAB = 128
+VOCAB = 128  # the target's (stubs.write_text_config)
+DRAFT_VOCAB = 64  # smaller, as real heads that ship d2t are; 0.30.0 drops d2t otherwise
 
 
 class StubEagle3Layer(nn.Module):
@@ -77,7 +78,7 @@ def build(module, tmp_path: Path, distributed, norm_output: bool):  # type: igno
                 "num_attention_heads": 2,
                 "num_key_value_heads": 2,
                 "vocab_size": VOCAB,
-                "draft_vocab_size": VOCAB,
+                "draft_vocab_size": DRAFT_VOCAB,
                 "max_position_embeddings": 256,
                 "rms_norm_eps": 1e-6,
                 "torch_dtype": "float32",
@@ -101,8 +102,8 @@ def build(module, tmp_path: Path, distributed, norm_output: bool):  # type: igno
             },
             "norm.weight": 1.0 + 0.1 * torch.randn(H, generator=g),
             "embed_tokens.weight": torch.randn(VOCAB, H, generator=g),
-            "lm_head.weight": torch.randn(VOCAB, H, generator=g),
-            "d2t": torch.zeros(VOCAB, dtype=torch.int64),
+            "lm_head.weight": torch.randn(DRAFT_VOCAB, H, generator=g),
+            "d2t": torch.zeros(DRAFT_VOCAB, dtype=torch.int64),
             "t2d": torch.ones(VOCAB, dtype=torch.bool),
         },
         str(tmp_path / "head.safetensors"),

@@ -226,7 +226,10 @@ def build(module, tmp_path: Path, distributed, *, fc_norm: bool, norm_output: bo
     with set_current_vllm_config(vc):
         distributed()
         model = module.Eagle3DeepseekV2ForCausalLM(vllm_config=vc, prefix="")
-    weights = checkpoint(tmp_path / "head.safetensors")
+    every = checkpoint(tmp_path / "head.safetensors")
+    # A plain (pre-3.1) head ships no fc_norm weights; upstream's loader
+    # refuses them where the head has no fc_norm (0.28.0 on).
+    weights = {k: v for k, v in every.items() if fc_norm or not k.startswith("fc_norm.")}
     with set_current_vllm_config(vc):
         model.load_weights(weights.items())
     return model, weights

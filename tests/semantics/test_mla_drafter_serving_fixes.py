@@ -41,8 +41,9 @@ from tests.semantics import test_mla_drafter as mla
 TARGET_LAYERS = 4
 #: The draft vocabulary of the ``lm_head`` tests: a multiple of 64, so
 #: ``ParallelLMHead`` adds no padding rows and the packed AWQ tensors are
-#: the checkpoint's own shapes.
-DRAFT_VOCAB = 128
+#: the checkpoint's own shapes; below the target's 128, as for heads that
+#: ship ``d2t`` (from 0.30.0 a head with the target's vocabulary has none).
+DRAFT_VOCAB = 64
 
 
 class RecordingMLAAttention(mla.StubMLAAttention):
@@ -103,11 +104,7 @@ class StubEagle3Model(nn.Module):
 
 
 def _awq_lm_head():  # type: ignore[no-untyped-def]
-    from vllm.model_executor.layers.quantization.cpu_wna16 import CPUAWQConfig
-
-    return CPUAWQConfig.from_config(
-        {"bits": 4, "group_size": mla.H, "zero_point": True, "lm_head": True}
-    )
+    return stubs.cpu_awq_config(group_size=mla.H)
 
 
 def test_quantized_lm_head_checkpoint_maps_onto_the_mla_drafters_head(
