@@ -218,17 +218,27 @@ def full_root(tmp_path: Path) -> Path:
     return r
 
 
-def test_check_0_22_0_with_probes_agrees_with_every_patch_header(full_root: Path) -> None:
-    """Every patch, judged by its probe on unpatched 0.22.0 (the probes run
-    in 0.22.0's own venv): each Backport header up to v0.22.0 is absorbed,
-    every later or unreleased one survives, and no header is contradicted."""
-    proc = vpq(full_root, "--check", "0.22.0")
+#: The releases the issue names: the first patch release, the first with the
+#: runner's base-class proposer, the first with the contract check in a
+#: helper, the next minor, and the newest.
+CHECKED = ("0.18.1", "0.20.0", "0.22.0", "0.23.0", "0.33.0")
+
+
+def test_check_with_probes_agrees_with_every_patch_header(full_root: Path) -> None:
+    """Every patch, judged by its probe on each unpatched release in
+    ``CHECKED`` (the probes run in that release's own venv): each Backport
+    header up to that release is absorbed, every later or unreleased one
+    survives, and no header is contradicted."""
+    proc = vpq(full_root, "--check", *CHECKED)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     table = json.loads((full_root / "build/rebase/staircase.json").read_text())
     assert table["errors"] == {} and table["flags"] == [], proc.stdout
-    cells = {row["patch"]: row["cells"]["0.22.0"] for row in table["patches"]}
-    assert set(cells) == set(series.read_series(REPO_ROOT))
-    absorbed = {p for p, c in cells.items() if c["status"] == "absorbed"}
-    assert absorbed == {p for p, c in cells.items() if c["expected_absorbed"]}
-    assert len(absorbed) >= 10  # the 0.18.0 to 0.22.0 backports
-    assert all("probe" in cells[p]["signal"] or "empty" in cells[p]["signal"] for p in absorbed)
+    assert table["releases"] == list(CHECKED)
+    for release in CHECKED:
+        cells = {row["patch"]: row["cells"][release] for row in table["patches"]}
+        assert set(cells) == set(series.read_series(REPO_ROOT))
+        absorbed = {p for p, c in cells.items() if c["status"] == "absorbed"}
+        assert absorbed == {p for p, c in cells.items() if c["expected_absorbed"]}, release
+        assert all("probe" in cells[p]["signal"] or "empty" in cells[p]["signal"] for p in absorbed)
+    newest = {row["patch"]: row["cells"]["0.33.0"]["status"] for row in table["patches"]}
+    assert sum(s == "absorbed" for s in newest.values()) >= 20  # the backports through v0.30.0
