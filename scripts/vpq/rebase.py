@@ -569,6 +569,7 @@ def staircase(pin: str, patches: list[series.Patch], reports: list[Report]) -> d
         "patches": rows,
     }
     table["flags"] = header_flags(rows)
+    table["probe_flags"] = probe_flags(rows)
     return table
 
 
@@ -592,6 +593,25 @@ def header_flags(rows: list[dict[str, object]]) -> list[str]:
         else:
             seen = f"; {c['probe']}" if c["probe"] else ""
             flags.append(head + f"{c['status']} ({c['signal']}{seen})")
+    return flags
+
+
+def probe_flags(rows: list[dict[str, object]]) -> list[str]:
+    """One sentence per patch absorbed by its text (``empty``,
+    ``reverse-applies``) at a release where its probe did not pass: the
+    probe no longer exercises the behaviour there (its stubs or imports
+    drifted), so it would not catch that behaviour going missing."""
+    flags = []
+    for row in rows:
+        cells: dict[str, dict[str, object]] = row["cells"]  # type: ignore[assignment]
+        for v, c in cells.items():
+            signals = str(c["signal"]).split(" (")[0].split(", ")
+            if c["status"] == "absorbed" and c["probe"] and "probe" not in signals:
+                flags.append(
+                    f"patches/{row['patch']} is absorbed at {v} by its text ({c['signal']}), "
+                    f"but its probe did not pass there ({c['probe']}): fix the probe"
+                )
+                break
     return flags
 
 
@@ -620,6 +640,9 @@ def render_staircase(table: dict[str, object]) -> str:
     flags: list[str] = table.get("flags", [])  # type: ignore[assignment]
     if flags:
         lines += ["", "Headers the releases contradict:"] + [f"- {f}" for f in flags]
+    stale: list[str] = table.get("probe_flags", [])  # type: ignore[assignment]
+    if stale:
+        lines += ["", "Probes the text contradicts:"] + [f"- {f}" for f in stale]
     lines.append(f"\n{agree} of {total} cells agree with the patch headers.")
     return "\n".join(lines)
 

@@ -64,3 +64,33 @@ def test_a_backport_not_absorbed_at_its_release_is_flagged_with_what_its_probe_s
         f"patches/{patch.name} says 'Backport [v1.1]', but at 1.1 it is conflict "
         f"(needs a person; {seen})"
     ]
+
+
+def test_a_probe_that_fails_where_the_text_says_absorbed_is_flagged(one_patch: Upstream) -> None:
+    """The text (``empty, reverse-applies``) absorbs the patch, but its probe
+    did not pass: the probe no longer exercises the behaviour there."""
+    (patch,) = series.load(one_patch.root)
+    patch = dataclasses.replace(patch, body=patch.body.replace("Pending", "Backport [v1.1]"))
+    stale = "probe: 2 of 2 not passed (first: tests/x.py::test_a)"
+    reports = [
+        rebase.Report("1.0", "1.1", [rebase.Outcome(patch.name, "absorbed", "probe")]),
+        rebase.Report(
+            "1.0",
+            "1.2",
+            [rebase.Outcome(patch.name, "absorbed", "empty, reverse-applies", [], stale)],
+        ),
+    ]
+    table = rebase.staircase("1.0", [patch], reports)
+    assert table["flags"] == []  # the header holds
+    assert table["probe_flags"] == [
+        f"patches/{patch.name} is absorbed at 1.2 by its text (empty, reverse-applies), "
+        f"but its probe did not pass there ({stale}): fix the probe"
+    ]
+    assert f"Probes the text contradicts:\n- {table['probe_flags'][0]}" in (
+        rebase.render_staircase(table)
+    )
+    passing = rebase.Outcome(patch.name, "absorbed", "empty, probe", [], "probe: 2 of 2 passed")
+    assert (
+        rebase.staircase("1.0", [patch], [rebase.Report("1.0", "1.2", [passing])])["probe_flags"]
+        == []
+    )
