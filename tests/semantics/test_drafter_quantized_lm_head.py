@@ -73,7 +73,7 @@ def test_quantized_lm_head_checkpoint_maps_onto_the_drafters_head(
     from vllm.model_executor.models import llama_eagle3
 
     make_model(4)  # sets up the single-process distributed state the head needs
-    quant = stubs.cpu_awq_config(group_size=32)
+    quant = stubs.cpu_awq_config(32)
     monkeypatch.setattr(llama_eagle3, "LlamaModel", StubLlamaModel)
     monkeypatch.setattr(llama_eagle3, "get_draft_quant_config", lambda vllm_config: quant)
     vllm_config = _head_vllm_config()

@@ -104,7 +104,7 @@ class StubEagle3Model(nn.Module):
 
 
 def _awq_lm_head():  # type: ignore[no-untyped-def]
-    return stubs.cpu_awq_config(group_size=mla.H)
+    return stubs.cpu_awq_config(mla.H)
 
 
 def test_quantized_lm_head_checkpoint_maps_onto_the_mla_drafters_head(
@@ -114,7 +114,8 @@ def test_quantized_lm_head_checkpoint_maps_onto_the_mla_drafters_head(
     from vllm.model_executor.model_loader.weight_utils import safetensors_weights_iterator
 
     monkeypatch.setattr(ours, "DeepseekV2Eagle3Model", StubEagle3Model)
-    monkeypatch.setattr(ours, "get_draft_quant_config", lambda vllm_config: _awq_lm_head())
+    quant = _awq_lm_head()
+    monkeypatch.setattr(ours, "get_draft_quant_config", lambda vllm_config: quant)
     vc = _vllm_config(tmp_path, DRAFT_VOCAB)
     with set_current_vllm_config(vc):
         distributed()
