@@ -599,8 +599,9 @@ def header_flags(rows: list[dict[str, object]]) -> list[str]:
 def probe_flags(rows: list[dict[str, object]]) -> list[str]:
     """One sentence per patch absorbed by its text (``empty``,
     ``reverse-applies``) at a release where its probe did not pass: the
-    probe no longer exercises the behaviour there (its stubs or imports
-    drifted), so it would not catch that behaviour going missing."""
+    probe no longer exercises the behaviour there (its stand-ins or imports
+    drifted, or it skips on CPU there), so it would not catch that behaviour
+    going missing."""
     flags = []
     for row in rows:
         cells: dict[str, dict[str, object]] = row["cells"]  # type: ignore[assignment]

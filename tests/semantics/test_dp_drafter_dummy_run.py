@@ -42,7 +42,7 @@ class EagleOnly(SimpleNamespace):
 
 class DraftingDone(Exception):
     """Raised by the stand-in ``eplb_step``, which ``sample_tokens`` calls
-    once both drafter paths are through (0.17.1 to 0.25.0); what follows
+    once both drafter paths are through (0.17.1 through 0.33.0); what follows
     builds the step's output, which these tests do not read."""
 
 
