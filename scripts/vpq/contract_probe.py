@@ -67,6 +67,12 @@ def config_class(model_type: str) -> type:
     return type(AutoConfig.for_model(model_type))
 
 
+def make_config(arch: dict) -> object:
+    """The config for ``arch`` (``{"model_type", "checkpoint"?}``), made
+    with the checkpoint's top-level keys as loading its config.json would."""
+    return config_class(arch["model_type"])(**arch.get("checkpoint", {}))
+
+
 def is_stub(func: object) -> bool:
     """Whether ``fn`` is only a ``Protocol`` stub (a body of ``...``/docstring/``return None``)."""
     try:
@@ -118,9 +124,7 @@ def verdict(item: dict, cls: type, arch: dict) -> str:
         if owner is None:
             return "missing"
         return "stub" if is_stub(vars(owner)[name]) else "ok"
-    # Made with the checkpoint's top-level keys, as from its config.json.
-    config = config_class(arch["model_type"])(**arch.get("checkpoint", {}))
-    return "ok" if has_attr(config, name) else "missing"
+    return "ok" if has_attr(make_config(arch), name) else "missing"
 
 
 def has_attr(obj: object, name: str) -> bool:
@@ -146,7 +150,7 @@ def drafter_verdict(item: dict, cls: type | None, arch: str, info: dict) -> str:
     if kind == "drafter_method":
         got = verdict({**item, "kind": "method", "guards": []}, cls, info)
     else:
-        got = "ok" if has_attr(config_class(info["model_type"])(), item["name"]) else "missing"
+        got = "ok" if has_attr(make_config(info), item["name"]) else "missing"
     return "n/a" if got == "missing" and item.get("optional") else got
 
 

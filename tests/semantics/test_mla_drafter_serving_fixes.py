@@ -103,10 +103,6 @@ class StubEagle3Model(nn.Module):
         self.fc_norm = None
 
 
-def _awq_lm_head():  # type: ignore[no-untyped-def]
-    return stubs.cpu_awq_config(mla.H)
-
-
 def test_quantized_lm_head_checkpoint_maps_onto_the_mla_drafters_head(
     ours, tmp_path, distributed, monkeypatch
 ) -> None:
@@ -114,7 +110,7 @@ def test_quantized_lm_head_checkpoint_maps_onto_the_mla_drafters_head(
     from vllm.model_executor.model_loader.weight_utils import safetensors_weights_iterator
 
     monkeypatch.setattr(ours, "DeepseekV2Eagle3Model", StubEagle3Model)
-    quant = _awq_lm_head()
+    quant = stubs.cpu_awq_config(mla.H)
     monkeypatch.setattr(ours, "get_draft_quant_config", lambda vllm_config: quant)
     vc = _vllm_config(tmp_path, DRAFT_VOCAB)
     with set_current_vllm_config(vc):
