@@ -1,0 +1,243 @@
+"""Scripted weights for the tiny fixture: outputs and acceptance known in advance.
+
+Random weights only prove that nothing crashes. These weights make the tiny
+Kimi-K2.5 target a fixed next-token function, and make an EAGLE-3 head's
+draft right *only if* it reads the aux hidden states the head was built for.
+
+The target (``write_target_weights``), in its 256-wide residual stream:
+
+- dimension 0 is a constant 1 (from every token's embedding row);
+- dimensions 1..63 hold the token's *code*: ``code(t)`` is ``i + 1`` for the
+  i-th token of ``SCRIPT`` and 0 for every other token;
+- attention writes nothing (``o_proj`` is zero); routed experts write
+  nothing (their ``down_proj`` is zero);
+- decoder layer k's dense MLP (layer 0) or shared expert (layers 1, 2)
+  copies the code into *slot* k (dimensions ``64 * (k + 1)`` onwards),
+  permuted by ``slot_dim``; layer 3 writes nothing;
+- ``lm_head`` reads the code: after token ``t`` comes ``next_token(t)``, so
+  every greedy continuation walks ``SCRIPT`` round and round.
+
+Aux hidden state id i is the residual stream *entering* layer i, so slot 2
+is there only at ids 3 and later. The head (``write_head_weights``) reads
+slot 2 from its *third* aux state (``fc``), maps it back to the code, and
+its ``lm_head`` predicts the token after next. Its layer writes nothing
+(zero ``o_proj`` / ``down_proj``), so every later draft step repeats the
+first: with the head's own ids (1, 2, 3) the first draft token of every
+draft is accepted and the others are not; with any ids whose third is
+below 3 (the model's default for 4 layers is (2, 2, 1)) the head sees a
+zero vector, drafts token 0 and nothing is accepted.
+
+Values are small powers of two, exact in bfloat16. Checkpoints are written
+with ``safetensors`` (float16), names as real checkpoints use them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+#: The token ids the target emits, in order, round and round: 62 of the
+#: tokenizer's merges (`` a`` ... ``dx``), so outputs decode to text.
+SCRIPT: tuple[int, ...] = tuple(range(259, 259 + 62))
+SLOT_WIDTH = 64
+#: The decoder layers that write a slot; the head reads slot ``HEAD_READS``
+#: from its last aux state.
+SLOT_LAYERS = (0, 1, 2)
+HEAD_READS = 2
+GATE = 1.0  # reads the constant dimension: silu(GATE * x0) is positive
+SLOT_SCALE = 1.0 / 128  # keeps slot values near 1 after the MLP's product
+
+
+def code(token: int) -> int:
+    """The token's code: 1 + its index in ``SCRIPT``, 0 off the script."""
+    return SCRIPT.index(token) + 1 if token in SCRIPT else 0
+
+
+def next_token(token: int) -> int:
+    """The target's greedy next token after ``token``."""
+    return SCRIPT[code(token) % len(SCRIPT)]
+
+
+def code_dim(c: int) -> int:
+    """The residual-stream dimension that holds code ``c``."""
+    return 1 + c
+
+
+def slot_dim(layer: int, c: int) -> int:
+    """The dimension of slot ``layer`` that holds code ``c`` (a shifted copy)."""
+    return SLOT_WIDTH * (layer + 1) + (c + 17 * (layer + 1)) % SLOT_WIDTH
+
+
+def codes() -> range:
+    """Every code: 0 (off the script) and 1..len(SCRIPT)."""
+    return range(len(SCRIPT) + 1)
+
+
+def _np() -> Any:
+    import numpy as np
+
+    return np
+
+
+def _zeros(*shape: int) -> Any:
+    return _np().zeros(shape, dtype="float16")
+
+
+def _ones(n: int) -> Any:
+    return _np().ones(n, dtype="float16")
+
+
+def _slot_writer(layer: int, hidden: int, inter: int, prefix: str) -> dict[str, Any]:
+    """An MLP (``gate_proj``/``up_proj``/``down_proj``) that copies the code
+    into slot ``layer``; for a layer not in ``SLOT_LAYERS``, one that writes nothing."""
+    gate, up, down = _zeros(inter, hidden), _zeros(inter, hidden), _zeros(hidden, inter)
+    if layer in SLOT_LAYERS:
+        for c in codes():
+            gate[c, 0] = GATE
+            up[c, code_dim(c)] = 1.0
+            down[slot_dim(layer, c), c] = SLOT_SCALE
+    return {f"{prefix}.gate_proj.weight": gate, f"{prefix}.up_proj.weight": up,
+            f"{prefix}.down_proj.weight": down}  # fmt: skip
+
+
+def _mla_attention(text: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """Kimi-K2's MLA attention weights, all zero except the norms (writes nothing)."""
+    h, heads = int(text["hidden_size"]), int(text["num_attention_heads"])
+    q_lora, kv_lora = int(text["q_lora_rank"]), int(text["kv_lora_rank"])
+    nope, rope, v = (int(text[k]) for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"))
+    return {
+        f"{prefix}.q_a_proj.weight": _zeros(q_lora, h),
+        f"{prefix}.q_a_layernorm.weight": _ones(q_lora),
+        f"{prefix}.q_b_proj.weight": _zeros(heads * (nope + rope), q_lora),
+        f"{prefix}.kv_a_proj_with_mqa.weight": _zeros(kv_lora + rope, h),
+        f"{prefix}.kv_a_layernorm.weight": _ones(kv_lora),
+        f"{prefix}.kv_b_proj.weight": _zeros(heads * (nope + v), kv_lora),
+        f"{prefix}.o_proj.weight": _zeros(h, heads * v),
+    }
+
+
+def _moe(text: dict[str, Any], layer: int, prefix: str) -> dict[str, Any]:
+    """A MoE block: zero router and routed experts, a shared expert writing slot ``layer``."""
+    h, inter = int(text["hidden_size"]), int(text["moe_intermediate_size"])
+    experts = int(text["n_routed_experts"])
+    out = {f"{prefix}.gate.weight": _zeros(experts, h),
+           f"{prefix}.gate.e_score_correction_bias": _np().zeros(experts, dtype="float32")}  # fmt: skip
+    for e in range(experts):
+        out |= _slot_writer(-1, h, inter, f"{prefix}.experts.{e}")
+    shared = inter * int(text["n_shared_experts"])
+    return out | _slot_writer(layer, h, shared, f"{prefix}.shared_experts")
+
+
+def _text_weights(text: dict[str, Any]) -> dict[str, Any]:
+    """The DeepSeek-V3 language model's weights (``language_model.`` names)."""
+    h, vocab = int(text["hidden_size"]), int(text["vocab_size"])
+    embed, head = _zeros(vocab, h), _zeros(vocab, h)
+    for t in range(vocab):
+        embed[t, 0], embed[t, code_dim(code(t))] = 1.0, 1.0
+    for c in codes():
+        head[SCRIPT[c % len(SCRIPT)], code_dim(c)] = 1.0
+    p = "language_model.model"
+    out = {f"{p}.embed_tokens.weight": embed, f"{p}.norm.weight": _ones(h),
+           "language_model.lm_head.weight": head}  # fmt: skip
+    for i in range(int(text["num_hidden_layers"])):
+        lp = f"{p}.layers.{i}"
+        out |= {f"{lp}.input_layernorm.weight": _ones(h),
+                f"{lp}.post_attention_layernorm.weight": _ones(h)}  # fmt: skip
+        out |= _mla_attention(text, f"{lp}.self_attn")
+        if i < int(text["first_k_dense_replace"]):
+            out |= _slot_writer(i, h, int(text["intermediate_size"]), f"{lp}.mlp")
+        else:
+            out |= _moe(text, i, f"{lp}.mlp")
+    return out
+
+
+def _vision_weights(vision: dict[str, Any], text_hidden: int) -> dict[str, Any]:
+    """The MoonViT tower and projector: small constant weights (images are not scripted)."""
+    np, h = _np(), int(vision["hidden_size"])
+    inter, patch = int(vision["intermediate_size"]), int(vision["patch_size"])
+    merged = h * 4  # merge_kernel_size 2 x 2
+    fill = {"weight": lambda *s: np.full(s, 1.0 / 64, dtype="float16"),
+            "bias": lambda *s: _zeros(*s)}  # fmt: skip
+    out: dict[str, Any] = {
+        "vision_tower.patch_embed.proj.weight": fill["weight"](h, 3, patch, patch),
+        "vision_tower.patch_embed.proj.bias": _zeros(h),
+        "vision_tower.patch_embed.pos_emb.weight": _zeros(
+            int(vision["init_pos_emb_height"]), int(vision["init_pos_emb_width"]), h
+        ),
+        "vision_tower.encoder.final_layernorm.weight": _ones(h),
+        "vision_tower.encoder.final_layernorm.bias": _zeros(h),
+        "mm_projector.pre_norm.weight": _ones(h),
+        "mm_projector.pre_norm.bias": _zeros(h),
+        "mm_projector.linear_1.weight": fill["weight"](merged, merged),
+        "mm_projector.linear_1.bias": _zeros(merged),
+        "mm_projector.linear_2.weight": fill["weight"](text_hidden, merged),
+        "mm_projector.linear_2.bias": _zeros(text_hidden),
+    }
+    shapes = {"wqkv": (3 * h, h), "wo": (h, h), "mlp.fc0": (inter, h), "mlp.fc1": (h, inter)}
+    for i in range(int(vision["num_hidden_layers"])):
+        b = f"vision_tower.encoder.blocks.{i}"
+        for norm in ("norm0", "norm1"):
+            out |= {f"{b}.{norm}.weight": _ones(h), f"{b}.{norm}.bias": _zeros(h)}
+        for name, shape in shapes.items():
+            out |= {f"{b}.{name}.weight": fill["weight"](*shape),
+                    f"{b}.{name}.bias": _zeros(shape[0])}  # fmt: skip
+    return out
+
+
+def write_target_weights(target: Path) -> Path:
+    """Write ``model.safetensors`` for the fixture target at ``target`` (its
+    ``config.json`` decides the shapes). Returns the file."""
+    from safetensors.numpy import save_file
+
+    cfg = json.loads((target / "config.json").read_text())
+    text = cfg["text_config"]
+    tensors = _text_weights(text) | _vision_weights(cfg["vision_config"], int(text["hidden_size"]))
+    out = target / "model.safetensors"
+    save_file(tensors, str(out), metadata={"format": "pt"})
+    return out
+
+
+def _head_layer(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The head's one Llama decoder layer (``midlayer.``): writes nothing."""
+    h, inter = int(cfg["hidden_size"]), int(cfg["intermediate_size"])
+    heads, kv = int(cfg["num_attention_heads"]), int(cfg["num_key_value_heads"])
+    dim = h // heads
+    p = "midlayer"
+    out = {f"{p}.self_attn.q_proj.weight": _zeros(heads * dim, 2 * h),
+           f"{p}.self_attn.k_proj.weight": _zeros(kv * dim, 2 * h),
+           f"{p}.self_attn.v_proj.weight": _zeros(kv * dim, 2 * h),
+           f"{p}.self_attn.o_proj.weight": _zeros(h, heads * dim)}  # fmt: skip
+    for norm in ("input_layernorm", "hidden_norm", "post_attention_layernorm"):
+        out[f"{p}.{norm}.weight"] = _ones(h)
+    return out | _slot_writer(-1, h, inter, f"{p}.mlp")
+
+
+def write_head_weights(head: Path) -> Path:
+    """Write ``model.safetensors`` for the Llama-shaped EAGLE-3 head at ``head``.
+
+    An EAGLE 3.1 head (``fc_norm`` in its config) gets one norm per aux
+    state, ``fc_norm.0.weight`` ... (upstream's ``nn.ModuleList`` layout).
+    Returns the file.
+
+    Raises:
+        ValueError: the head is not Llama-shaped (MLA heads are not scripted).
+    """
+    from safetensors.numpy import save_file
+
+    cfg = json.loads((head / "config.json").read_text())
+    if cfg.get("model_type") != "llama":
+        raise ValueError(f"{head}: only Llama-shaped heads are scripted, not {cfg['model_type']}")
+    h, vocab = int(cfg["hidden_size"]), int(cfg["draft_vocab_size"])
+    n_aux = 3
+    fc, lm_head = _zeros(h, n_aux * h), _zeros(vocab, h)
+    for c in codes():
+        fc[code_dim(c), (n_aux - 1) * h + slot_dim(HEAD_READS, c)] = 1.0
+        lm_head[SCRIPT[(c + 1) % len(SCRIPT)], code_dim(c)] = 1.0
+    tensors = {"fc.weight": fc, "norm.weight": _ones(h), "lm_head.weight": lm_head}
+    if cfg.get("fc_norm"):
+        tensors |= {f"fc_norm.{i}.weight": _ones(h) for i in range(n_aux)}
+    tensors |= _head_layer(cfg)
+    out = head / "model.safetensors"
+    save_file(tensors, str(out), metadata={"format": "pt"})
+    return out

