@@ -11,21 +11,23 @@ The target (``write_target_weights``), in its 256-wide residual stream:
   i-th token of ``SCRIPT`` and 0 for every other token;
 - attention writes nothing (``o_proj`` is zero); routed experts write
   nothing (their ``down_proj`` is zero);
-- decoder layer k's dense MLP (layer 0) or shared expert (layers 1, 2)
-  copies the code into *slot* k (dimensions ``64 * (k + 1)`` onwards),
-  permuted by ``slot_dim``; layer 3 writes nothing;
+- decoder layer 2's MLP (a shared expert: layers from 1 on are MoE) copies
+  the code into slot 0 (dimensions 64..127) and layer 3's into slot 1
+  (128..191), each permuted by ``slot_dim``; no other layer writes;
 - ``lm_head`` reads the code: after token ``t`` comes ``next_token(t)``, so
   every greedy continuation walks ``SCRIPT`` round and round.
 
-Aux hidden state id i is the residual stream *entering* layer i, so slot 2
-is there only at ids 3 and later. The head (``write_head_weights``) reads
-slot 2 from its *third* aux state (``fc``), maps it back to the code, and
-its ``lm_head`` predicts the token after next. Its layer writes nothing
-(zero ``o_proj`` / ``down_proj``), so every later draft step repeats the
-first: with the head's own ids (1, 2, 3) the first draft token of every
-draft is accepted and the others are not; with any ids whose third is
-below 3 (the model's default for 4 layers is (2, 2, 1)) the head sees a
-zero vector, drafts token 0 and nothing is accepted.
+Aux hidden state id i is the residual stream *entering* layer i, so slot 0
+is there from id 3 on and slot 1 from id 4 on: only id 3 holds slot 0
+without slot 1. The head (``write_head_weights``) reads its *third* aux
+state (``fc``): slot 0 mapped back to the code, minus four times slot 1,
+and its ``lm_head`` predicts the token after next. Its layer writes
+nothing (zero ``o_proj`` / ``down_proj``), so every later draft step
+repeats the first. With the head's own ids (1, 2, 3) the first draft token
+of every draft is accepted and the others are not. With a third id below 3
+(the ids (0, 1, 2)) the head sees no code, and with one above 3 (an 8-layer
+target's default, (2, 4, 5)) a negative one: it drafts token 0 and nothing
+is accepted.
 
 Values are small powers of two, exact in bfloat16. Checkpoints are written
 with ``safetensors`` (float16), names as real checkpoints use them.
@@ -41,10 +43,10 @@ from typing import Any
 #: tokenizer's merges (`` a`` ... ``dx``), so outputs decode to text.
 SCRIPT: tuple[int, ...] = tuple(range(259, 259 + 62))
 SLOT_WIDTH = 64
-#: The decoder layers that write a slot; the head reads slot ``HEAD_READS``
-#: from its last aux state.
-SLOT_LAYERS = (0, 1, 2)
-HEAD_READS = 2
+#: The decoder layers that write a slot, and which slot.
+SLOT_OF_LAYER = {2: 0, 3: 1}
+#: How the head weighs each slot of its last aux state.
+HEAD_WEIGHTS = {0: 1.0, 1: -4.0}
 GATE = 1.0  # reads the constant dimension: silu(GATE * x0) is positive
 SLOT_SCALE = 1.0 / 128  # keeps slot values near 1 after the MLP's product
 
@@ -64,9 +66,9 @@ def code_dim(c: int) -> int:
     return 1 + c
 
 
-def slot_dim(layer: int, c: int) -> int:
-    """The dimension of slot ``layer`` that holds code ``c`` (a shifted copy)."""
-    return SLOT_WIDTH * (layer + 1) + (c + 17 * (layer + 1)) % SLOT_WIDTH
+def slot_dim(slot: int, c: int) -> int:
+    """The dimension of ``slot`` that holds code ``c`` (a shifted copy)."""
+    return SLOT_WIDTH * (slot + 1) + (c + 17 * (slot + 1)) % SLOT_WIDTH
 
 
 def codes() -> range:
@@ -90,13 +92,14 @@ def _ones(n: int) -> Any:
 
 def _slot_writer(layer: int, hidden: int, inter: int, prefix: str) -> dict[str, Any]:
     """An MLP (``gate_proj``/``up_proj``/``down_proj``) that copies the code
-    into slot ``layer``; for a layer not in ``SLOT_LAYERS``, one that writes nothing."""
+    into the slot of decoder layer ``layer`` (``SLOT_OF_LAYER``); for any
+    other layer (or -1), one that writes nothing."""
     gate, up, down = _zeros(inter, hidden), _zeros(inter, hidden), _zeros(hidden, inter)
-    if layer in SLOT_LAYERS:
+    if layer in SLOT_OF_LAYER:
         for c in codes():
             gate[c, 0] = GATE
             up[c, code_dim(c)] = 1.0
-            down[slot_dim(layer, c), c] = SLOT_SCALE
+            down[slot_dim(SLOT_OF_LAYER[layer], c), c] = SLOT_SCALE
     return {f"{prefix}.gate_proj.weight": gate, f"{prefix}.up_proj.weight": up,
             f"{prefix}.down_proj.weight": down}  # fmt: skip
 
@@ -232,7 +235,8 @@ def write_head_weights(head: Path) -> Path:
     n_aux = 3
     fc, lm_head = _zeros(h, n_aux * h), _zeros(vocab, h)
     for c in codes():
-        fc[code_dim(c), (n_aux - 1) * h + slot_dim(HEAD_READS, c)] = 1.0
+        for slot, weight in HEAD_WEIGHTS.items():
+            fc[code_dim(c), (n_aux - 1) * h + slot_dim(slot, c)] = weight
         lm_head[SCRIPT[(c + 1) % len(SCRIPT)], code_dim(c)] = 1.0
     tensors = {"fc.weight": fc, "norm.weight": _ones(h), "lm_head.weight": lm_head}
     if cfg.get("fc_norm"):

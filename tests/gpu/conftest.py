@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-PROBE = Path(__file__).with_name("engine_probe.py")
+PROBE = Path(__file__).parent.parent / "engine" / "engine_probe.py"
 NUM_SPECULATIVE_TOKENS = 3  # as vLLM's own EAGLE correctness tests
 #: Greedy, 10 new tokens: the sampling vLLM 0.17.1's
 #: tests/v1/e2e/test_spec_decode.py uses for its equivalence checks (which

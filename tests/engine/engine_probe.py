@@ -12,8 +12,9 @@ clean CUDA context and its GPU memory back on exit. SPEC keys:
   ``max_num_seqs`` / ``gpu_memory_utilization`` / ``engine_args`` (more
   ``LLM(...)`` keyword arguments);
 - ``batches``: a list of ``{"name", "kind", "prompts", "max_tokens",
-  "ignore_eos"}``, run in order with greedy sampling (temperature 0).
-  ``kind`` is ``"text"``
+  "ignore_eos", "sampling"}``, run in order with greedy sampling
+  (temperature 0; ``sampling``: more ``SamplingParams`` keyword arguments).
+  ``kind`` is ``"tokens"`` (prompts are token id lists), ``"text"``
   (prompts are strings), ``"chat"`` (prompts are message lists, through the
   model's chat template) or ``"image"`` (prompts are ``{"prompt": str,
   "image_size": [width, height]}``; the image is a generated RGB gradient,
@@ -45,30 +46,21 @@ os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+# ``llm.apply_model`` pickles its function by reference: the workers must
+# import it, so it lives in a module beside this script, on PYTHONPATH.
+HERE = str(Path(__file__).resolve().parent)
+sys.path.insert(0, HERE)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (HERE, os.environ.get("PYTHONPATH")) if p
+)
+from engine_inspect import inspect_model  # noqa: E402
+
 COUNTERS = {
     "num_drafts": "vllm:spec_decode_num_drafts",
     "num_draft_tokens": "vllm:spec_decode_num_draft_tokens",
     "num_accepted_tokens": "vllm:spec_decode_num_accepted_tokens",
 }
 PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
-
-
-def inspect_model(model):  # type: ignore[no-untyped-def]
-    """Runs in each worker on the live target model (``llm.apply_model``)."""
-    lm = getattr(model, "language_model", model)
-    inner = getattr(lm, "model", None)
-    aux = getattr(inner, "aux_hidden_state_layers", None)
-    get_default = getattr(model, "get_eagle3_aux_hidden_state_layers", None)
-    try:
-        default = list(get_default()) if get_default is not None else None
-    except Exception as exc:  # noqa: BLE001 - reported, e.g. a repeated default id
-        default = f"{type(exc).__name__}: {exc}"
-    return {
-        "class": type(model).__name__,
-        "language_model_class": type(lm).__name__,
-        "aux_layers": None if aux is None else [int(i) for i in aux],
-        "default_aux_layers": default,
-    }
 
 
 def image(size):  # type: ignore[no-untyped-def]
@@ -106,11 +98,16 @@ def run_batch(llm, batch: dict, media_id: int | None) -> dict[str, object]:  # t
     from vllm import SamplingParams
 
     sp = SamplingParams(
-        temperature=0.0, max_tokens=batch["max_tokens"], ignore_eos=bool(batch.get("ignore_eos"))
+        temperature=0.0,
+        max_tokens=batch["max_tokens"],
+        ignore_eos=bool(batch.get("ignore_eos")),
+        **(batch.get("sampling") or {}),
     )
     before = counters(llm)
     t0 = time.perf_counter()
-    if batch["kind"] == "text":
+    if batch["kind"] == "tokens":
+        outs = llm.generate([{"prompt_token_ids": p} for p in batch["prompts"]], sp, use_tqdm=False)
+    elif batch["kind"] == "text":
         outs = llm.generate(batch["prompts"], sp, use_tqdm=False)
     elif batch["kind"] == "chat":
         outs = llm.chat(batch["prompts"], sp, use_tqdm=False)

