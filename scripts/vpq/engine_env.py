@@ -46,7 +46,7 @@ ENV = {
     "TRITON_INTERPRET": "1",  # the EAGLE and rejection-sampler kernels run interpreted
     "VLLM_MLA_DISABLE": "1",  # 0.17.1 has no MLA attention on CPU
     "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB
-    "VLLM_CPU_OMP_THREADS_BIND": "0|1",  # one core per worker, for two workers
+    "VLLM_CPU_OMP_THREADS_BIND": "0|1|0|1",  # a core per worker (by rank), up to four
 }
 
 
@@ -73,7 +73,9 @@ def load_pins(root: Path) -> dict[str, Pinned]:
     path = root / PINS
     try:
         data = tomllib.loads(path.read_text())
-        return {name: Pinned(**{k: t[k] for k in Pinned.__annotations__}) for name, t in data.items()}
+        return {
+            name: Pinned(**{k: t[k] for k in Pinned.__annotations__}) for name, t in data.items()
+        }
     except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
         raise EngineEnvError(f"{path}: cannot read the CPU engine pins ({exc})") from None
 

@@ -100,8 +100,11 @@ def _slot_writer(layer: int, hidden: int, inter: int, prefix: str) -> dict[str, 
             gate[c, 0] = GATE
             up[c, code_dim(c)] = 1.0
             down[slot_dim(SLOT_OF_LAYER[layer], c), c] = SLOT_SCALE
-    return {f"{prefix}.gate_proj.weight": gate, f"{prefix}.up_proj.weight": up,
-            f"{prefix}.down_proj.weight": down}  # fmt: skip
+    return {
+        f"{prefix}.gate_proj.weight": gate,
+        f"{prefix}.up_proj.weight": up,
+        f"{prefix}.down_proj.weight": down,
+    }
 
 
 def _mla_attention(text: dict[str, Any], prefix: str) -> dict[str, Any]:
@@ -124,8 +127,10 @@ def _moe(text: dict[str, Any], layer: int, prefix: str) -> dict[str, Any]:
     """A MoE block: zero router and routed experts, a shared expert writing slot ``layer``."""
     h, inter = int(text["hidden_size"]), int(text["moe_intermediate_size"])
     experts = int(text["n_routed_experts"])
-    out = {f"{prefix}.gate.weight": _zeros(experts, h),
-           f"{prefix}.gate.e_score_correction_bias": _np().zeros(experts, dtype="float32")}  # fmt: skip
+    out = {
+        f"{prefix}.gate.weight": _zeros(experts, h),
+        f"{prefix}.gate.e_score_correction_bias": _np().zeros(experts, dtype="float32"),
+    }
     for e in range(experts):
         out |= _slot_writer(-1, h, inter, f"{prefix}.experts.{e}")
     shared = inter * int(text["n_shared_experts"])
@@ -141,12 +146,17 @@ def _text_weights(text: dict[str, Any]) -> dict[str, Any]:
     for c in codes():
         head[SCRIPT[c % len(SCRIPT)], code_dim(c)] = 1.0
     p = "language_model.model"
-    out = {f"{p}.embed_tokens.weight": embed, f"{p}.norm.weight": _ones(h),
-           "language_model.lm_head.weight": head}  # fmt: skip
+    out = {
+        f"{p}.embed_tokens.weight": embed,
+        f"{p}.norm.weight": _ones(h),
+        "language_model.lm_head.weight": head,
+    }
     for i in range(int(text["num_hidden_layers"])):
         lp = f"{p}.layers.{i}"
-        out |= {f"{lp}.input_layernorm.weight": _ones(h),
-                f"{lp}.post_attention_layernorm.weight": _ones(h)}  # fmt: skip
+        out |= {
+            f"{lp}.input_layernorm.weight": _ones(h),
+            f"{lp}.post_attention_layernorm.weight": _ones(h),
+        }
         out |= _mla_attention(text, f"{lp}.self_attn")
         if i < int(text["first_k_dense_replace"]):
             out |= _slot_writer(i, h, int(text["intermediate_size"]), f"{lp}.mlp")
@@ -160,8 +170,10 @@ def _vision_weights(vision: dict[str, Any], text_hidden: int) -> dict[str, Any]:
     np, h = _np(), int(vision["hidden_size"])
     inter, patch = int(vision["intermediate_size"]), int(vision["patch_size"])
     merged = h * 4  # merge_kernel_size 2 x 2
-    fill = {"weight": lambda *s: np.full(s, 1.0 / 64, dtype="float16"),
-            "bias": lambda *s: _zeros(*s)}  # fmt: skip
+    fill = {
+        "weight": lambda *s: np.full(s, 1.0 / 64, dtype="float16"),
+        "bias": lambda *s: _zeros(*s),
+    }
     out: dict[str, Any] = {
         "vision_tower.patch_embed.proj.weight": fill["weight"](h, 3, patch, patch),
         "vision_tower.patch_embed.proj.bias": _zeros(h),
@@ -183,8 +195,10 @@ def _vision_weights(vision: dict[str, Any], text_hidden: int) -> dict[str, Any]:
         for norm in ("norm0", "norm1"):
             out |= {f"{b}.{norm}.weight": _ones(h), f"{b}.{norm}.bias": _zeros(h)}
         for name, shape in shapes.items():
-            out |= {f"{b}.{name}.weight": fill["weight"](*shape),
-                    f"{b}.{name}.bias": _zeros(shape[0])}  # fmt: skip
+            out |= {
+                f"{b}.{name}.weight": fill["weight"](*shape),
+                f"{b}.{name}.bias": _zeros(shape[0]),
+            }
     return out
 
 
@@ -207,10 +221,12 @@ def _head_layer(cfg: dict[str, Any]) -> dict[str, Any]:
     heads, kv = int(cfg["num_attention_heads"]), int(cfg["num_key_value_heads"])
     dim = h // heads
     p = "midlayer"
-    out = {f"{p}.self_attn.q_proj.weight": _zeros(heads * dim, 2 * h),
-           f"{p}.self_attn.k_proj.weight": _zeros(kv * dim, 2 * h),
-           f"{p}.self_attn.v_proj.weight": _zeros(kv * dim, 2 * h),
-           f"{p}.self_attn.o_proj.weight": _zeros(h, heads * dim)}  # fmt: skip
+    out = {
+        f"{p}.self_attn.q_proj.weight": _zeros(heads * dim, 2 * h),
+        f"{p}.self_attn.k_proj.weight": _zeros(kv * dim, 2 * h),
+        f"{p}.self_attn.v_proj.weight": _zeros(kv * dim, 2 * h),
+        f"{p}.self_attn.o_proj.weight": _zeros(h, heads * dim),
+    }
     for norm in ("input_layernorm", "hidden_norm", "post_attention_layernorm"):
         out[f"{p}.{norm}.weight"] = _ones(h)
     return out | _slot_writer(-1, h, inter, f"{p}.mlp")

@@ -155,9 +155,14 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> Checkpoints:
 def batches() -> list[dict[str, Any]]:
     """The requests every engine runs: the prompts, greedy, EOS ignored."""
     return [
-        {"name": "greedy", "kind": "tokens", "prompts": PROMPTS, "max_tokens": MAX_TOKENS,
-         "ignore_eos": True},
-    ]  # fmt: skip
+        {
+            "name": "greedy",
+            "kind": "tokens",
+            "prompts": PROMPTS,
+            "max_tokens": MAX_TOKENS,
+            "ignore_eos": True,
+        },
+    ]
 
 
 def spec_for(run: Run, ck: Checkpoints, backend: str) -> dict[str, Any]:
@@ -186,8 +191,9 @@ def spec_for(run: Run, ck: Checkpoints, backend: str) -> dict[str, Any]:
     }
 
 
-def run_engine(python: str, spec: dict[str, Any], workdir: Path, env: dict[str, str],
-               timeout: float) -> dict[str, Any]:  # fmt: skip
+def run_engine(
+    python: str, spec: dict[str, Any], workdir: Path, env: dict[str, str], timeout: float
+) -> dict[str, Any]:
     """Run ``engine_probe.py`` in its own process group, killed whole after
     ``timeout``; its result, with the engine log, the shims applied, the wall
     time and the peak RSS of its largest process."""
@@ -199,20 +205,38 @@ def run_engine(python: str, spec: dict[str, Any], workdir: Path, env: dict[str, 
     t0 = time.monotonic()
     with log_file.open("w") as log:
         proc = subprocess.Popen(
-            [python, str(PROBE), str(spec_file), str(result_file)], stdout=log,
-            stderr=subprocess.STDOUT, env=full_env, start_new_session=True,
-        )  # fmt: skip
+            [python, str(PROBE), str(spec_file), str(result_file)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=full_env,
+            start_new_session=True,
+        )
         timed_out, status, usage = _wait_or_kill(proc.pid, timeout)
     seconds = time.monotonic() - t0
     text = log_file.read_text(errors="replace")
-    result: dict[str, Any] = {"ok": False, "phase": "crashed", "error": f"no result (wait status {status})"}
+    result: dict[str, Any] = {
+        "ok": False,
+        "phase": "crashed",
+        "error": f"no result (wait status {status})",
+    }
     if timed_out:
         result = {"ok": False, "phase": "timeout", "error": f"killed after {timeout} s"}
     elif result_file.exists():
         result = json.loads(result_file.read_text())
-    shims = [json.loads(ln)["applied"] for ln in shim_log.read_text().splitlines()] if shim_log.exists() else []
+    shims = (
+        [json.loads(ln)["applied"] for ln in shim_log.read_text().splitlines()]
+        if shim_log.exists()
+        else []
+    )
     rss = usage.ru_maxrss / 1024  # KiB on Linux; the largest of the process and its children
-    return {**result, "log": text, "log_tail": text[-6000:], "shims": shims, "seconds": seconds, "peak_rss_mib": rss}
+    return {
+        **result,
+        "log": text,
+        "log_tail": text[-6000:],
+        "shims": shims,
+        "seconds": seconds,
+        "peak_rss_mib": rss,
+    }
 
 
 def _wait_or_kill(pid: int, timeout: float) -> tuple[bool, int, Any]:
@@ -243,8 +267,13 @@ def engine(request, engines: Engines, checkpoints: Checkpoints, backend: str, tm
         if python is None:
             pytest.skip("no python with the unpatched wheel (--upstream-python)")
         workdir = tmp_path_factory.mktemp(run.name[:60])
-        r = run_engine(python, spec_for(run, checkpoints, backend), workdir, engines.env,
-                       CASE_TIMEOUT_S[backend])  # fmt: skip
+        r = run_engine(
+            python,
+            spec_for(run, checkpoints, backend),
+            workdir,
+            engines.env,
+            CASE_TIMEOUT_S[backend],
+        )
         summary[run.name] = {k: r.get(k) for k in ("ok", "phase", "seconds", "peak_rss_mib")}
         summary[run.name]["shims"] = sorted({s for applied in r["shims"] for s in applied})
         return r

@@ -50,9 +50,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # import it, so it lives in a module beside this script, on PYTHONPATH.
 HERE = str(Path(__file__).resolve().parent)
 sys.path.insert(0, HERE)
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    p for p in (HERE, os.environ.get("PYTHONPATH")) if p
-)
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, os.environ.get("PYTHONPATH")) if p)
 from engine_inspect import inspect_model  # noqa: E402
 
 COUNTERS = {

@@ -98,4 +98,3 @@ def test_unpatched_engine_refuses_eagle3_on_kimi_k25(engine) -> None:
     r = engine(Run("llama-top", engine="control"))
     assert not r["ok"] and r["phase"] == "start", r.get("log_tail")
     assert "eagle3 is only supported for" in r["error"] and "deepseek_v3" in r["error"]
-

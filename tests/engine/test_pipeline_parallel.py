@@ -1,0 +1,50 @@
+"""Pipeline parallel with EAGLE-3 on a real engine: starts, is lossless, ends.
+
+Two stages split the tiny target's 4 layers (0-1, 2-3); the head's ids
+(1, 2, 3) put id 1 and 2 on the first stage, so the aux states must travel
+(``deepseek_v2-carry-eagle3-aux-states-across-pipeline-stages.patch``). On
+the series before ``gpu_model_runner-pipeline-stages-without-the-drafter-
+skip-its-uses.patch`` the first stage died at start (``'CPUModelRunner'
+object has no attribute 'drafter'``); before ``pipeline-parallel-
+speculative-decoding-runs-one-batch-at-a-time.patch`` outputs diverged
+after the first token (one batch per stage in flight).
+"""
+
+from __future__ import annotations
+
+from tests.engine.conftest import HEAD_IDS, PROMPTS, Run, expected_tokens, ok
+from tests.engine.test_eagle3_engine import metrics, outputs
+
+ASYNC_OFF_WARNING = "Async scheduling is disabled: speculative decoding with"
+ASYNC_REFUSED = "Async scheduling is not supported with speculative decoding"
+
+
+def test_pipeline_parallel_2_starts_with_the_heads_ids_on_every_stage(engine) -> None:
+    workers = ok(engine(Run("llama-top", pp=2)))["engine"]["workers"]
+    assert [w["aux_layers"] for w in workers] == [HEAD_IDS, HEAD_IDS]
+
+
+def test_pipeline_parallel_2_is_lossless_and_drafts_are_accepted(engine) -> None:
+    r = engine(Run("llama-top", pp=2))
+    assert outputs(r) == outputs(engine(Run(None))) == [expected_tokens(p) for p in PROMPTS]
+    m = metrics(r)
+    assert m["num_drafts"] > 0 and m["accepted_per_pos"][0] >= m["num_drafts"] / 2, m
+    assert m["accepted_per_pos"][1:] == [0, 0], m
+
+
+def test_pipeline_parallel_2_turns_async_scheduling_off_with_one_warning(engine) -> None:
+    r = ok(engine(Run("llama-top", pp=2)))
+    assert r["log"].count(ASYNC_OFF_WARNING) == 1, r["log_tail"]
+
+
+def test_pipeline_parallel_2_refuses_explicit_async_scheduling_at_config_time(engine) -> None:
+    r = engine(Run("llama-top", pp=2, args=(("async_scheduling", True),)))
+    assert not r["ok"] and r["phase"] == "start", r.get("log_tail")
+    assert ASYNC_REFUSED in r["error"] and "--no-async-scheduling" in r["error"], r["error"]
+
+
+def test_pipeline_parallel_2_with_tensor_parallel_2_is_lossless(engine) -> None:
+    r = engine(Run("llama-top", tp=2, pp=2))
+    assert [w["aux_layers"] for w in ok(r)["engine"]["workers"]] == [HEAD_IDS] * 4
+    assert outputs(r) == [expected_tokens(p) for p in PROMPTS]
+    assert metrics(r)["accepted_per_pos"][0] >= metrics(r)["num_drafts"] / 2
