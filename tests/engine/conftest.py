@@ -91,10 +91,11 @@ class Run:
 
     @property
     def name(self) -> str:
-        extra = "-".join(f"{k}={v}" for k, v in self.args + self.sampling)
-        return f"{self.head or 'ref'}-L{self.layers}-tp{self.tp}-pp{self.pp}-{self.engine}" + (
-            f"-{extra}" if extra else ""
+        """A short label: head, layers, sizes, engine and the extra keys."""
+        extra = "".join(
+            f"-{k}" + (f"={v}" if len(repr(v)) < 12 else "") for k, v in self.args + self.sampling
         )
+        return f"{self.head or 'ref'}-L{self.layers}-tp{self.tp}-pp{self.pp}-{self.engine}{extra}"
 
 
 @dataclass(frozen=True)
