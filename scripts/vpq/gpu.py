@@ -125,15 +125,17 @@ def parser() -> argparse.ArgumentParser:
 def pytest_command(
     python: Path, ns: argparse.Namespace, upstream: Path | None, extra: list[str]
 ) -> list[str]:
-    """The pytest command line that runs tests/gpu in ``python``'s venv."""
-    cmd = [str(python), "-m", "pytest", "tests/gpu", "-p", "no:cacheprovider"]
+    """The pytest command line that runs tests/gpu and the engine tier's
+    cases (tests/engine, ``--engine-backend gpu``) in ``python``'s venv."""
+    cmd = [str(python), "-m", "pytest", "tests/gpu", "tests/engine", "-p", "no:cacheprovider"]
+    cmd += ["--engine-backend", "gpu"]
     for opt in ("model", "drafter"):
         if getattr(ns, opt):
             cmd += [f"--{opt}", str(Path(getattr(ns, opt)).resolve())]
     if ns.tensor_parallel_size:
         cmd += ["--tensor-parallel-size", str(ns.tensor_parallel_size)]
     if upstream is not None:
-        cmd += ["--upstream-python", str(upstream)]
+        cmd += ["--upstream-python", str(upstream), "--engine-upstream-python", str(upstream)]
     return cmd + extra
 
 

@@ -9,8 +9,9 @@ is killed and fails). Two backends run the same cases:
   test-only shims (``vpq.engine_env``, ``cpu_shims.py``), in eager mode;
 - ``--engine-backend gpu`` (``nox -s gpu_tests``): the python running pytest,
   where the built wheel is installed as a serving host installs it; no
-  shims; ``--upstream-python`` (or ``$VPQ_UPSTREAM_PYTHON``) names an
-  environment with the unpatched wheel for the control.
+  shims; ``--engine-upstream-python`` (or ``$VPQ_UPSTREAM_PYTHON``) names an
+  environment with the unpatched wheel for the control (``--engine-upstream-python``
+  or ``$VPQ_UPSTREAM_PYTHON``); a case needing more GPUs than there are skips.
 
 Checkpoints are the tiny fixture with *scripted* weights (``vpq.scripted``):
 the target walks a fixed token script, and each Llama-shaped head drafts the
@@ -64,7 +65,9 @@ DEFAULT_IDS_LAYERS = 8
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("vpq-engine", "engine tier (tests/engine)")
     g.addoption("--engine-backend", choices=("cpu", "gpu"), default="cpu")
-    g.addoption("--upstream-python", default=None, help="gpu: a python with the unpatched wheel")
+    g.addoption(
+        "--engine-upstream-python", default=None, help="gpu: a python with the unpatched wheel"
+    )
 
 
 def expected_tokens(prompt: list[int], n: int = MAX_TOKENS) -> list[int]:
@@ -133,7 +136,9 @@ def _cpu_engines(request: pytest.FixtureRequest) -> Engines:
 def engines(request: pytest.FixtureRequest, backend: str) -> Engines:
     if backend == "cpu":
         return _cpu_engines(request)
-    up = request.config.getoption("--upstream-python") or os.environ.get("VPQ_UPSTREAM_PYTHON")
+    up = request.config.getoption("--engine-upstream-python") or os.environ.get(
+        "VPQ_UPSTREAM_PYTHON"
+    )
     return Engines("gpu", sys.executable, up, {})
 
 
@@ -254,6 +259,12 @@ def _wait_or_kill(pid: int, timeout: float) -> tuple[bool, int, Any]:
     return True, status, usage
 
 
+def _cuda_devices() -> int:
+    import torch
+
+    return torch.cuda.device_count()
+
+
 SUMMARY = pytest.StashKey[dict[str, dict[str, Any]]]()
 
 
@@ -266,7 +277,9 @@ def engine(request, engines: Engines, checkpoints: Checkpoints, backend: str, tm
     def get(run: Run) -> dict[str, Any]:
         python = engines.patched if run.engine == "patched" else engines.control
         if python is None:
-            pytest.skip("no python with the unpatched wheel (--upstream-python)")
+            pytest.skip("no python with the unpatched wheel (--engine-upstream-python)")
+        if backend == "gpu" and run.tp * run.pp > _cuda_devices():
+            pytest.skip(f"needs {run.tp * run.pp} GPUs, {_cuda_devices()} visible")
         workdir = tmp_path_factory.mktemp(run.name[:60])
         r = run_engine(
             python,
