@@ -101,7 +101,9 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Unit tests, then integration tests on the real pinned upstream."""
-    _install(session, "pytest>=8", "safetensors", "numpy")  # tests write tiny heads
+    # tests write tiny heads and scripted checkpoints; the engine tier's
+    # server case queries vllm serve with the real openai client
+    _install(session, "pytest>=8", "safetensors", "numpy", "openai")
     session.run("python", "-m", "pytest", *(session.posargs or ["tests"]))
 
 

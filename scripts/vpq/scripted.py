@@ -7,7 +7,7 @@ draft right *only if* it reads the aux hidden states the head was built for.
 The target (``write_target_weights``), in its 256-wide residual stream:
 
 - dimension 0 is a constant 1 (from every token's embedding row);
-- dimensions 1..63 hold the token's *code*: ``code(t)`` is ``i + 1`` for the
+- dimensions 1 onwards hold the token's *code*: ``code(t)`` is ``i + 1`` for the
   i-th token of ``SCRIPT`` and 0 for every other token;
 - attention writes nothing (``o_proj`` is zero); routed experts write
   nothing (their ``down_proj`` is zero);
@@ -39,9 +39,22 @@ import json
 from pathlib import Path
 from typing import Any
 
-#: The token ids the target emits, in order, round and round: 62 of the
-#: tokenizer's merges (`` a`` ... ``dx``), so outputs decode to text.
-SCRIPT: tuple[int, ...] = tuple(range(259, 259 + 62))
+#: What the target emits, round and round: a Kimi-K2 completion that
+#: reasons, calls one tool and ends, as the fixture tokenizer's ids
+#: (``vpq.fixture.build_tokenizer``; ``tests/unit/test_scripted.py`` checks
+#: them): ``<think>ok</think>``, then ``<|tool_calls_section_begin|>
+#: <|tool_call_begin|>functions.ping:0<|tool_call_argument_begin|>{}
+#: <|tool_call_end|><|tool_calls_section_end|>`` and ``[EOS]``. The target
+#: reads only the current token, so no token may appear twice: the call
+#: takes no arguments (a JSON object with a key repeats ``"``).
+THINK = (980, 659, 981)  # <think> ok </think>
+TOOL_CALL = (982, 984, 435, 113, 356, 507, 641, 49, 115, 506, 106, 61, 51, 985, 126, 128, 986, 983)
+SCRIPT: tuple[int, ...] = (*THINK, *TOOL_CALL, 2)
+#: The text the tokens above decode to (special tokens included).
+SCRIPT_TEXT = (
+    "<think>ok</think><|tool_calls_section_begin|><|tool_call_begin|>functions.ping:0"
+    "<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>[EOS]"
+)
 SLOT_WIDTH = 64
 #: The decoder layers that write a slot, and which slot.
 SLOT_OF_LAYER = {2: 0, 3: 1}

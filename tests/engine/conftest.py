@@ -50,10 +50,20 @@ CASE_TIMEOUT_S = {"cpu": 300, "gpu": 900}
 PROMPTS: list[list[int]] = [
     [scripted.SCRIPT[5]],
     [40, 41, 42, 43, 44, 45, 46],
-    [scripted.SCRIPT[i] for i in (3, 9, 20, 30)],
+    [scripted.SCRIPT[i] for i in (3, 9, 12, 20)],
     [100 + (7 * i) % 150 for i in range(23)],
     [3 + (11 * i) % 250 for i in range(150)],
 ]
+#: Kimi-K2.5's image prompt (vLLM 0.17.1's examples/offline_inference/
+#: vision_language.py, run_kimi_k25); it ends with ``<|im_middle|>``.
+IMAGE_PROMPT = (
+    "<|im_user|>user<|media_begin|>image<|media_content|><|media_pad|><|media_end|>"
+    "Describe this image in one sentence.<|im_end|><|im_assistant|>assistant<|im_middle|>"
+)
+IM_MIDDLE = 994
+#: 224 x 168 pixels: 16 x 12 patches of 14, merged 2 x 2 into 48 placeholder tokens.
+IMAGE_SIZE = [224, 168]
+IMAGE_TOKENS = 48
 #: The Llama-shaped head shapes the tier serves (``vpq.fixture.HEAD_SHAPES``).
 HEADS = ("llama-top", "llama-nested", "llama-absent", "eagle3.1-llama")
 #: The aux layer ids the scripted heads were built for.
@@ -91,6 +101,7 @@ class Run:
     engine: str = "patched"
     args: tuple[tuple[str, Any], ...] = ()
     sampling: tuple[tuple[str, Any], ...] = field(default=())
+    images: int = 0  # image requests (Kimi-K2.5's vision_chunk) after the text prompts
 
     @property
     def name(self) -> str:
@@ -98,6 +109,7 @@ class Run:
         extra = "".join(
             f"-{k}" + (f"={v}" if len(repr(v)) < 12 else "") for k, v in self.args + self.sampling
         )
+        extra += f"-images={self.images}" if self.images else ""
         return f"{self.head or 'ref'}-L{self.layers}-tp{self.tp}-pp{self.pp}-{self.engine}{extra}"
 
 
@@ -158,17 +170,15 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> Checkpoints:
     return Checkpoints(targets, heads)
 
 
-def batches() -> list[dict[str, Any]]:
-    """The requests every engine runs: the prompts, greedy, EOS ignored."""
-    return [
-        {
-            "name": "greedy",
-            "kind": "tokens",
-            "prompts": PROMPTS,
-            "max_tokens": MAX_TOKENS,
-            "ignore_eos": True,
-        },
-    ]
+def batches(run: Run) -> list[dict[str, Any]]:
+    """The requests an engine runs: the prompts, then ``run.images`` image
+    requests; greedy, EOS ignored, with the run's extra sampling arguments."""
+    out = [{"name": "greedy", "kind": "tokens", "prompts": PROMPTS}]
+    if run.images:
+        image = {"prompt": IMAGE_PROMPT, "image_size": IMAGE_SIZE}
+        out.append({"name": "images", "kind": "image", "prompts": [image] * run.images})
+    common = {"max_tokens": MAX_TOKENS, "ignore_eos": True, "sampling": dict(run.sampling)}
+    return [b | common for b in out]
 
 
 def spec_for(run: Run, ck: Checkpoints, backend: str) -> dict[str, Any]:
@@ -179,9 +189,6 @@ def spec_for(run: Run, ck: Checkpoints, backend: str) -> dict[str, Any]:
     if backend == "cpu":
         args["enforce_eager"] = True  # no torch.compile warm-up: 13 s a start, not 60
     args.update(dict(run.args))
-    out = batches()
-    for b in out:
-        b["sampling"] = dict(run.sampling)
     return {
         "model": str(ck.targets[run.layers]),
         "drafter": str(ck.heads[run.head]) if run.head else None,
@@ -193,7 +200,7 @@ def spec_for(run: Run, ck: Checkpoints, backend: str) -> dict[str, Any]:
         "max_num_seqs": 8,
         "gpu_memory_utilization": 0.25 if backend == "gpu" else None,
         "engine_args": args,
-        "batches": out,
+        "batches": batches(run),
     }
 
 

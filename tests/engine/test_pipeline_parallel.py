@@ -5,7 +5,7 @@ Two stages split the tiny target's 4 layers (0-1, 2-3); the head's ids
 (``deepseek_v2-carry-eagle3-aux-states-across-pipeline-stages.patch``). On
 the series before ``gpu_model_runner-pipeline-stages-without-the-drafter-
 skip-its-uses.patch`` the first stage died at start (``'CPUModelRunner'
-object has no attribute 'drafter'``); before ``pipeline-parallel-
+object has no attribute 'drafter'``); before ``core-pipeline-parallel-
 speculative-decoding-runs-one-batch-at-a-time.patch`` outputs diverged
 after the first token (one batch per stage in flight).
 """
@@ -20,8 +20,13 @@ ASYNC_REFUSED = "Async scheduling is not supported with speculative decoding"
 
 
 def test_pipeline_parallel_2_starts_with_the_heads_ids_on_every_stage(engine) -> None:
-    workers = ok(engine(Run("llama-top", pp=2)))["engine"]["workers"]
-    assert [w["aux_layers"] for w in workers] == [HEAD_IDS, HEAD_IDS]
+    """Every stage sets the head's ids; the head, which has no
+    ``embed_tokens``, shares the target's embedding on the last stage
+    (``eagle-share-target-embedding-on-the-drafter-pipeline-stage.patch``:
+    no "unloaded embedding" warning)."""
+    r = ok(engine(Run("llama-top", pp=2)))
+    assert [w["aux_layers"] for w in r["engine"]["workers"]] == [HEAD_IDS, HEAD_IDS]
+    assert "unloaded embedding" not in r["log"], r["log_tail"]
 
 
 def test_pipeline_parallel_2_is_lossless_and_drafts_are_accepted(engine) -> None:

@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from vpq import scripted
 
-from tests.engine.conftest import PROMPTS, Run, expected_tokens
+from tests.engine.conftest import (
+    IM_MIDDLE,
+    IMAGE_TOKENS,
+    MAX_BATCHED_TOKENS,
+    PROMPTS,
+    Run,
+    expected_tokens,
+    ok,
+)
 from tests.engine.test_eagle3_engine import metrics, outputs
 
 
@@ -23,3 +31,25 @@ def test_allowed_token_ids_without_penalties_is_served_losslessly(engine) -> Non
     r = engine(Run("llama-top", sampling=(("allowed_token_ids", scripted.SCRIPT),)))
     assert outputs(r) == [expected_tokens(p) for p in PROMPTS]
     assert metrics(r)["accepted_per_pos"][0] >= metrics(r)["num_drafts"] / 2
+
+
+NUM_IMAGES = 6
+
+
+def test_image_heavy_batch_with_a_small_encoder_cache_is_served_losslessly(engine) -> None:
+    """Image requests under EAGLE-3 with prefill chunks of 64 tokens, which
+    end inside and at the edges of the 48-token images, so the encoder cache
+    (sized by the chunk) holds little more than one image. 0.17.1 could
+    free an entry the drafter's +1 look-ahead still reads and die with
+    "Encoder cache miss" (``scheduler-keep-encoder-cache-for-drafter-
+    lookahead.patch``); the head is text-only and says so once
+    (``eagle-text-only-drafter-skips-multimodal-inputs.patch``)."""
+    assert IMAGE_TOKENS < MAX_BATCHED_TOKENS < 2 * IMAGE_TOKENS
+    r = ok(engine(Run("llama-top", images=NUM_IMAGES)))
+    outs = r["batches"]["images"]["outputs"]
+    assert [o["media_tokens"] for o in outs] == [IMAGE_TOKENS] * NUM_IMAGES
+    assert [o["token_ids"] for o in outs] == [expected_tokens([IM_MIDDLE])] * NUM_IMAGES
+    assert "Encoder cache miss" not in r["log"]
+    assert "does not support external multimodal embeddings" in r["log"], r["log_tail"]
+    m = r["batches"]["images"]["metrics"]
+    assert m["num_drafts"] > 0 and m["accepted_per_pos"][0] >= m["num_drafts"] / 2, m

@@ -2,7 +2,9 @@
 
 Each runs the engine in its own process (``engine_probe.py``) on the tiny
 Kimi-K2.5 fixture (or ``--model/--drafter``), and skips cleanly without
-CUDA (``conftest.py``) or with too few GPUs:
+CUDA (``conftest.py``) or with too few GPUs (pipeline parallel is an
+engine-tier case, ``tests/engine/test_pipeline_parallel.py``, which
+``nox -s gpu_tests`` runs too):
 
 - an image-heavy batch under EAGLE-3 with a small encoder-cache budget
   survives (``scheduler-keep-encoder-cache-for-drafter-lookahead.patch``;
@@ -10,13 +12,6 @@ CUDA (``conftest.py``) or with too few GPUs:
   loaded text-only, so the runner gathers no image embeddings for it
   (``eagle-text-only-drafter-skips-multimodal-inputs.patch``: one warning
   in the engine log);
-- pipeline parallel 2 with EAGLE-3 starts, and greedy outputs match the
-  same engine without speculation (the pipeline-parallel patches; the
-  fixture's aux ids (1, 2, 3) put id 1 on the first of two stages), and
-  the drafter shares the target's embedding on the last stage (the
-  fixture's head, with dummy weights, has no ``embed_tokens`` of its own):
-  no "unloaded embedding" warning
-  (``eagle-share-target-embedding-on-the-drafter-pipeline-stage.patch``);
 - data parallel 2 with expert parallelism, one rank holding a request that
   runs into ``max_model_len`` while the other keeps drafting, finishes
   within a bounded wait (``gpu_model_runner-dp-dummy-drafter-run-near-max-
@@ -93,28 +88,6 @@ def test_image_heavy_batch_with_a_small_encoder_cache_survives_eagle3(
     assert batch["metrics"]["num_drafts"] > 0, batch["metrics"]
     log = (tmp_path / "engine.log").read_text(errors="replace")
     assert "does not support external multimodal embeddings" in log, result["log_tail"]
-
-
-def test_pipeline_parallel_2_with_eagle3_starts_and_matches_greedy(
-    checkpoints: Checkpoints, tmp_path: Path
-) -> None:
-    need_gpus(2)
-    runs = {}
-    for eagle3 in (True, False):
-        spec = engine_spec(checkpoints, 1, eagle3=eagle3)
-        spec["batches"] = [b for b in spec["batches"] if b["name"] == "greedy"]
-        spec["engine_args"] = {"pipeline_parallel_size": 2}
-        workdir = tmp_path / ("eagle3" if eagle3 else "ref")
-        workdir.mkdir()
-        runs[eagle3] = ok(run_probe(sys.executable, spec, workdir, 900))
-    assert runs[True]["engine"]["speculative"]["method"] == "eagle3"
-    log = (tmp_path / "eagle3" / "engine.log").read_text(errors="replace")
-    assert "unloaded embedding" not in log, runs[True]["log_tail"]
-    spec_out = [o["token_ids"] for o in runs[True]["batches"]["greedy"]["outputs"]]
-    ref_out = [o["token_ids"] for o in runs[False]["batches"]["greedy"]["outputs"]]
-    matches = sum(s == r for s, r in zip(spec_out, ref_out, strict=True))
-    # vLLM's rule for EAGLE equivalence, as test_greedy_outputs_match_without_speculation.
-    assert matches > int(0.6 * len(ref_out)), f"{matches}/{len(ref_out)} matched"
 
 
 def _free_port() -> int:

@@ -20,6 +20,7 @@ from tests.conftest import REPO_ROOT
 EXPECTED_CHANGED = (
     "vllm/_version.py",
     "vllm/config/speculative.py",
+    "vllm/config/vllm.py",
     "vllm/entrypoints/openai/chat_completion/serving.py",
     "vllm/model_executor/models/__init__.py",
     "vllm/model_executor/models/deepseek_eagle3.py",  # added by the series (git status A)
@@ -36,6 +37,8 @@ EXPECTED_CHANGED = (
     "vllm/transformers_utils/config.py",
     "vllm/transformers_utils/model_arch_config_convertor.py",
     "vllm/v1/core/sched/scheduler.py",
+    "vllm/v1/engine/core.py",
+    "vllm/v1/sample/rejection_sampler.py",
     "vllm/v1/spec_decode/eagle.py",
     "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py",
     "vllm/v1/worker/gpu_model_runner.py",

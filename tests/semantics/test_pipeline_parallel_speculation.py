@@ -2,8 +2,8 @@
 one batch is in flight at a time, synchronously.
 
 Module-level checks of ``gpu_model_runner-pipeline-stages-without-the-
-drafter-skip-its-uses.patch`` and ``pipeline-parallel-speculative-decoding-
-runs-one-batch-at-a-time.patch``; the engine tier (tests/engine/
+drafter-skip-its-uses.patch`` and ``core-pipeline-parallel-speculative-
+decoding-runs-one-batch-at-a-time.patch``; the engine tier (tests/engine/
 test_pipeline_parallel.py) shows the same on a real engine. On unpatched
 0.17.1 the runner test fails with the crash the patch fixes
 (``AttributeError: ... 'drafter'``), the others on their assertions.
@@ -54,30 +54,22 @@ def test_stage_without_the_drafter_builds_its_metadata_builders() -> None:
     assert calls == [(no_groups, [])], "the last stage still sets up its drafter"
 
 
-def _executor_view(pp: int, speculative: bool, async_scheduling: bool) -> object:
+def _config(pp: int, speculative: bool) -> object:
     return SimpleNamespace(
         parallel_config=SimpleNamespace(pipeline_parallel_size=pp),
-        scheduler_config=SimpleNamespace(async_scheduling=async_scheduling),
         speculative_config=object() if speculative else None,
     )
 
 
-@pytest.mark.parametrize(
-    "module,cls",
-    [("multiproc_executor", "MultiprocExecutor"), ("ray_executor", "RayDistributedExecutor")],
-)
-def test_executor_keeps_one_batch_in_flight_with_a_drafter_under_pipeline_parallel(
-    module: str, cls: str
-) -> None:
-    import importlib
+def test_engine_keeps_one_batch_in_flight_with_a_drafter_under_pipeline_parallel() -> None:
+    """The engine core's batch queue, whatever the executor (mp or Ray)
+    offers: one batch with a drafter over two stages; the executor's number
+    otherwise."""
+    from vllm.v1.engine import core
 
-    prop = vars(getattr(importlib.import_module(f"vllm.v1.executor.{module}"), cls))[
-        "max_concurrent_batches"
-    ]
-    get = getattr(prop, "fget", None) or prop.func  # a property or a cached_property
-    assert get(_executor_view(2, speculative=True, async_scheduling=False)) == 1
-    assert get(_executor_view(2, speculative=False, async_scheduling=False)) == 2
-    assert get(_executor_view(1, speculative=True, async_scheduling=True)) == 2
+    assert core.batch_queue_size(_config(2, speculative=True), 2) == 1
+    assert core.batch_queue_size(_config(2, speculative=False), 2) == 2
+    assert core.batch_queue_size(_config(1, speculative=True), 2) == 2
 
 
 def _vllm_config(tmp_path: Path, async_scheduling: bool | None) -> object:
