@@ -54,7 +54,7 @@ def server_command(python: str, ck: Checkpoints, port: int, backend: str) -> lis
     cmd += ["--host", "127.0.0.1", "--port", str(port), "--max-model-len", "512"]
     cmd += ["--max-num-seqs", "8", "--speculative-config", json.dumps(spec)]
     cmd += ["--enable-auto-tool-choice", "--tool-call-parser", "kimi_k2"]
-    cmd += ["--reasoning-parser", "kimi_k2", "--disable-log-stats"]
+    cmd += ["--reasoning-parser", "kimi_k2"]
     return cmd + (["--enforce-eager"] if backend == "cpu" else [])
 
 
