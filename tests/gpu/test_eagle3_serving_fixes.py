@@ -2,16 +2,10 @@
 
 Each runs the engine in its own process (``engine_probe.py``) on the tiny
 Kimi-K2.5 fixture (or ``--model/--drafter``), and skips cleanly without
-CUDA (``conftest.py``) or with too few GPUs (pipeline parallel is an
-engine-tier case, ``tests/engine/test_pipeline_parallel.py``, which
-``nox -s gpu_tests`` runs too):
+CUDA (``conftest.py``) or with too few GPUs. The image-heavy batch and
+pipeline parallel are engine-tier cases (``tests/engine``), which
+``nox -s gpu_tests`` runs too:
 
-- an image-heavy batch under EAGLE-3 with a small encoder-cache budget
-  survives (``scheduler-keep-encoder-cache-for-drafter-lookahead.patch``;
-  0.17.1 can die with "Encoder cache miss"), and the EAGLE-3 head is
-  loaded text-only, so the runner gathers no image embeddings for it
-  (``eagle-text-only-drafter-skips-multimodal-inputs.patch``: one warning
-  in the engine log);
 - data parallel 2 with expert parallelism, one rank holding a request that
   runs into ``max_model_len`` while the other keeps drafting, finishes
   within a bounded wait (``gpu_model_runner-dp-dummy-drafter-run-near-max-
@@ -31,17 +25,13 @@ from pathlib import Path
 import pytest
 
 from tests.gpu.conftest import (
-    EQUIVALENCE_MAX_TOKENS,
     FIXTURE_IMAGE_TOKENS,
-    IMAGE_PROMPT,
-    IMAGE_SIZE,
     PROBE,
     PROMPTS,
     Checkpoints,
     cuda_device_count,
     engine_spec,
     ok,
-    run_probe,
 )
 
 #: A small encoder-cache budget: room for one fixture image plus a little,
@@ -56,38 +46,6 @@ def need_gpus(n: int) -> None:
     have = cuda_device_count()
     if have < n:
         pytest.skip(f"needs {n} GPUs, {have} visible")
-
-
-def test_image_heavy_batch_with_a_small_encoder_cache_survives_eagle3(
-    checkpoints: Checkpoints, tmp_path: Path
-) -> None:
-    if not checkpoints.is_kimi_k25:
-        pytest.skip("the target is not KimiK25ForConditionalGeneration")
-    spec = engine_spec(checkpoints, 1, eagle3=True)
-    images = [{"prompt": IMAGE_PROMPT, "image_size": IMAGE_SIZE}] * NUM_IMAGE_REQUESTS
-    spec["batches"] = [
-        {
-            "name": "images",
-            "kind": "image",
-            "prompts": images,
-            "max_tokens": EQUIVALENCE_MAX_TOKENS,
-            "ignore_eos": not checkpoints.real,
-        }
-    ]
-    if not checkpoints.real:
-        # Chunks of 64 tokens end inside and at the edges of the 48-token
-        # images, and the encoder cache holds little more than one image.
-        spec["engine_args"] = {
-            "max_num_batched_tokens": SMALL_BATCHED_TOKENS,
-            "enable_chunked_prefill": True,
-        }
-    result = ok(run_probe(sys.executable, spec, tmp_path, 900))
-    batch = result["batches"]["images"]
-    assert len(batch["outputs"]) == NUM_IMAGE_REQUESTS
-    assert all(len(o["token_ids"]) >= 1 for o in batch["outputs"]), batch["outputs"]
-    assert batch["metrics"]["num_drafts"] > 0, batch["metrics"]
-    log = (tmp_path / "engine.log").read_text(errors="replace")
-    assert "does not support external multimodal embeddings" in log, result["log_tail"]
 
 
 def _free_port() -> int:
