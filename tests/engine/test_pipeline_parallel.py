@@ -37,6 +37,13 @@ def test_pipeline_parallel_2_is_lossless_and_drafts_are_accepted(engine) -> None
     assert m["accepted_per_pos"][1:] == [0, 0], m
 
 
+def test_pipeline_parallel_2_drafts_and_accepts_exactly_as_one_stage(engine) -> None:
+    """The same counters as one stage scheduled the same way (synchronously,
+    which is what pipeline parallel with a drafter runs)."""
+    one_stage = engine(Run("llama-top", args=(("async_scheduling", False),)))
+    assert metrics(engine(Run("llama-top", pp=2))) == metrics(one_stage)
+
+
 def test_pipeline_parallel_2_turns_async_scheduling_off_with_one_warning(engine) -> None:
     r = ok(engine(Run("llama-top", pp=2)))
     assert r["log"].count(ASYNC_OFF_WARNING) == 1, r["log_tail"]
