@@ -32,28 +32,40 @@ class _Request:
 
 
 class _Recorder:
-    """Stands in for the Triton kernel: ``kernel[grid](*args)`` records args."""
+    """Stands in for the Triton kernel: ``kernel[grid](*args)`` (or, from
+    0.33.0, a plain wrapper ``fn(*args)``) records the arguments."""
 
     def __init__(self) -> None:
         self.args: tuple = ()
 
+    def __call__(self, *args: object, **kw: object) -> None:
+        self.args = args
+
     def __getitem__(self, grid: object) -> object:
-        return lambda *args, **kw: setattr(self, "args", args)
+        return self
 
 
 def _backup_tokens(monkeypatch: pytest.MonkeyPatch, seq_lens: list[int]) -> list[int]:
     """The backup tokens the proposer hands its kernel for three requests
     with 5 committed tokens each, under the ``seq_lens`` the runner passes."""
+    import vllm.v1.utils as v1_utils
     from vllm.v1.spec_decode.eagle import EagleProposer
     from vllm.v1.utils import CpuGpuBuffer
 
-    # The module that defines the method (0.20.0 moved it into a base class).
-    home = sys.modules[EagleProposer.prepare_next_token_ids_padded.__module__]
+    # No pinned memory on a CPU-only host (0.33.0 copies through it).
+    monkeypatch.setattr(v1_utils, "PIN_MEMORY", False, raising=False)
+    # The module that defines the method (0.20.0 moved it into a base class),
+    # and the kernel it launches (renamed over the releases).
+    method = EagleProposer.prepare_next_token_ids_padded
+    home = sys.modules[method.__module__]
+    (kernel,) = [n for n in method.__code__.co_names if "prepare_next_token_padded" in n]
     recorder = _Recorder()
-    monkeypatch.setattr(home, "eagle_prepare_next_token_padded_kernel", recorder)
-    # vLLM's placeholder for a missing Triton lacks the helper the method calls.
+    monkeypatch.setattr(home, kernel, recorder)
+    # vLLM's placeholder for a missing Triton lacks the helper 0.17.1 calls
+    # (later releases call their own next_power_of_2).
     pow2 = lambda n: 1 << (n - 1).bit_length()  # noqa: E731
-    monkeypatch.setattr(home.triton, "next_power_of_2", pow2, raising=False)
+    if hasattr(home, "triton"):
+        monkeypatch.setattr(home.triton, "next_power_of_2", pow2, raising=False)
     proposer = object.__new__(EagleProposer)
     proposer.backup_next_token_ids = CpuGpuBuffer(
         8, dtype=torch.int32, pin_memory=False, device=torch.device("cpu"), with_numpy=True

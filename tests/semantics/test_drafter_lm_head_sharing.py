@@ -21,12 +21,14 @@ def _proposer(drafter_head: object) -> object:
     proposer = object.__new__(EagleProposer)
     proposer.model = SimpleNamespace(has_own_lm_head=True, lm_head=drafter_head)
     proposer.use_local_argmax_reduction = False
+    proposer.vllm_config = SimpleNamespace(speculative_config=None)  # read from 0.23.0
     return proposer
 
 
 def test_quantized_drafter_head_is_kept_and_identical_plain_heads_are_shared() -> None:
     quantized = SimpleNamespace(qweight=torch.zeros(4, 2, dtype=torch.int32))
-    target = SimpleNamespace(lm_head=SimpleNamespace(weight=torch.ones(8, 4)))
+    # ``model``: the target's text model (later releases look for buffers there).
+    target = SimpleNamespace(lm_head=SimpleNamespace(weight=torch.ones(8, 4)), model=None)
     proposer = _proposer(quantized)
     proposer._maybe_share_lm_head(target)
     assert proposer.model.lm_head is quantized

@@ -30,11 +30,14 @@ def _sampling_metadata(mask: torch.Tensor) -> object:
     )  # fmt: skip
 
 
-def test_each_draft_position_gets_its_requests_allowed_token_mask() -> None:
+def test_each_draft_position_gets_its_requests_allowed_token_mask(monkeypatch) -> None:
+    import vllm.utils.torch_utils as torch_utils
     from vllm.v1.sample.rejection_sampler import RejectionSampler
     from vllm.v1.sample.sampler import Sampler
     from vllm.v1.spec_decode.metadata import SpecDecodeMetadata
 
+    # No pinned memory on a CPU-only host (0.33.0 stages copies through it).
+    monkeypatch.setattr(torch_utils, "PIN_MEMORY", False, raising=False)
     drafts = [[1, 2], [3]]  # two requests: two draft positions, then one
     mask = torch.zeros(2, VOCAB, dtype=torch.bool)
     mask[0, 5:] = True  # request 0 may not emit 5..7
