@@ -37,6 +37,7 @@ import pytest
 from vpq import build, engine_env, fixture, scripted
 
 from tests.conftest import REPO_ROOT
+from tests.gpu.conftest import ok  # noqa: F401  (one helper for both: the tests import it from here)
 from tests.integration.conftest import built, pin  # noqa: F401  (session fixtures)
 
 PROBE = Path(__file__).with_name("engine_probe.py")
@@ -300,16 +301,6 @@ def engine(request, engines: Engines, checkpoints: Checkpoints, backend: str, tm
         return r
 
     return get
-
-
-def ok(result: dict[str, Any]) -> dict[str, Any]:
-    """``result`` if the engine ran; fails the test with its error otherwise."""
-    if not result.get("ok"):
-        pytest.fail(
-            f"engine failed in phase {result.get('phase')}: {result.get('error')}\n"
-            f"{result.get('traceback', '')}\n--- log tail ---\n{result.get('log_tail', '')}"
-        )
-    return result
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:  # type: ignore[no-untyped-def]
