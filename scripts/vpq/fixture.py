@@ -95,6 +95,12 @@ MEDIA_PROC_CFG = {
     "temporal_merge_kernel_size": 4,
     "image_mean": [0.5, 0.5, 0.5],
     "image_std": [0.5, 0.5, 0.5],
+    # Read by vLLM 0.32.0's fused processor even for images (its dummy
+    # video for profiling): no per-frame limit, the image limit for a video,
+    # no fixed token count.
+    "in_patch_limit_each_frame": None,
+    "in_patch_limit_video": 256,
+    "fixed_output_tokens": None,
 }
 
 

