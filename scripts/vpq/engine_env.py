@@ -52,6 +52,7 @@ ENV = {
     "VLLM_MLA_DISABLE": "1",  # 0.17.1 has no MLA attention on CPU
     "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB
     "VLLM_CPU_OMP_THREADS_BIND": "0|1|0|1",  # a core per worker (by rank), up to four
+    "VLLM_LOGGING_LEVEL": "INFO",  # the cases read vLLM's warnings in the engine log
 }
 
 
