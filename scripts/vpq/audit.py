@@ -13,8 +13,6 @@ nothing about how the wheel was built.
 
 from __future__ import annotations
 
-import csv
-import io
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +21,7 @@ from packaging.utils import parse_wheel_filename
 
 from vpq.errors import VpqError
 from vpq.files import VERSION_FILE, record_hash
-from vpq.wheel import read_wheel_file
+from vpq.wheel import read_wheel_file, record_rows
 
 
 class AuditError(VpqError):
@@ -82,7 +80,7 @@ def _record_problems(zb: zipfile.ZipFile, di: str, differing: set[str]) -> list[
     """Where RECORD (PEP 376) disagrees with the members: unlisted members,
     listed ghosts, and wrong rows for every rewritten member."""
     names = set(zb.namelist())
-    rows = {r[0]: r for r in csv.reader(io.StringIO(zb.read(f"{di}/RECORD").decode())) if r}
+    rows = record_rows(zb, di)
     problems = [f"{n} is not listed in RECORD" for n in sorted(names - set(rows))]
     problems += [f"RECORD lists {n}, which is not in the wheel" for n in sorted(set(rows) - names)]
     for name in sorted(differing | {n for n in names if n.startswith(di + "/")}):

@@ -19,10 +19,8 @@ worker apply them. The shipped wheels are not changed.
 from __future__ import annotations
 
 import configparser
-import csv
 import email.message
 import hashlib
-import io
 import os
 import shutil
 import sys
@@ -35,6 +33,7 @@ from vpq import fetch, proc
 from vpq.errors import VpqError
 from vpq.files import VERSION_FILE, record_hash, sha256_file, write_atomic
 from vpq.venv import cached, envs_dir
+from vpq.wheel import record_rows
 
 PINS = Path("tests/engine/cpu-engine.toml")
 REFERENCE_PINS = Path("tests/engine/reference-engine.toml")
@@ -137,7 +136,7 @@ def overlay_files(wheel_path: Path, changed: list[str]) -> dict[str, bytes]:
     """
     with zipfile.ZipFile(wheel_path) as z:
         record = next(n for n in z.namelist() if n.endswith(".dist-info/RECORD"))
-        rows = {r[0]: r[1] for r in csv.reader(io.StringIO(z.read(record).decode())) if r}
+        rows = {name: row[1] for name, row in record_rows(z, record.rsplit("/", 1)[0]).items()}
         out = {}
         for name in changed:
             if name not in rows:

@@ -148,6 +148,12 @@ def rewrite_wheel_file(data: bytes, tags: list[str], build_tag: str | None) -> b
     return buf.getvalue()
 
 
+def record_rows(zf: zipfile.ZipFile, dist_info: str) -> dict[str, list[str]]:
+    """The rows of ``dist_info``'s RECORD (PEP 376) in ``zf``, by member name."""
+    reader = csv.reader(io.StringIO(zf.read(f"{dist_info}/RECORD").decode()))
+    return {row[0]: row for row in reader if row}
+
+
 def read_wheel_file(data: bytes) -> tuple[list[str], str | None]:
     """The ``Tag:`` values and the ``Build:`` value of a ``WHEEL`` file, read
     with the email header parser (what ``wheel pack`` and installers use)."""
@@ -237,7 +243,6 @@ def _plan(
         "WHEEL": rewrite_wheel_file(zin.read(f"{old_di}/WHEEL"), expand_tag_part(tags), BUILD_TAG),
         MANIFEST_NAME: (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode(),
     }
-    record = csv.reader(io.StringIO(zin.read(f"{old_di}/RECORD").decode()))
     return _Plan(
         out_name=f"{dist}-{version}-{BUILD_TAG}-{tags}.whl",
         version=version,
@@ -247,7 +252,7 @@ def _plan(
         deleted=frozenset(p for p, c in overlay.items() if c is None),
         replaced=replaced,
         dist_info=dist_info,
-        old_record={row[0]: row for row in record if row},
+        old_record=record_rows(zin, old_di),
     )
 
 
