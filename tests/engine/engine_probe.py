@@ -95,11 +95,18 @@ def delta(before: dict[str, object], after: dict[str, object]) -> dict[str, obje
 def run_batch(llm, batch: dict, media_id: int | None) -> dict[str, object]:  # type: ignore[no-untyped-def]
     from vllm import SamplingParams
 
+    sampling = dict(batch.get("sampling") or {})
+    if "structured_outputs" in sampling:  # JSON carries its fields, not the object
+        from vllm.sampling_params import StructuredOutputsParams
+
+        sampling["structured_outputs"] = StructuredOutputsParams(
+            **dict(sampling["structured_outputs"])
+        )
     sp = SamplingParams(
         temperature=0.0,
         max_tokens=batch["max_tokens"],
         ignore_eos=bool(batch.get("ignore_eos")),
-        **(batch.get("sampling") or {}),
+        **sampling,
     )
     before = counters(llm)
     t0 = time.perf_counter()

@@ -53,3 +53,27 @@ def test_image_heavy_batch_with_a_small_encoder_cache_is_served_losslessly(engin
     assert "does not support external multimodal embeddings" in r["log"], r["log_tail"]
     m = r["batches"]["images"]["metrics"]
     assert m["num_drafts"] > 0 and m["accepted_per_pos"][0] >= m["num_drafts"] / 2, m
+
+
+#: Structured output parsed after the ``kimi_k2`` reasoning parser says the
+#: reasoning ended: a JSON object (``response_format`` ``json_object``).
+JSON_AFTER_REASONING = {
+    "args": (("reasoning_parser", "kimi_k2"),),
+    "sampling": (("structured_outputs", (("json_object", True),)),),
+}
+
+
+def test_structured_output_after_reasoning_is_lossless(engine) -> None:
+    """Five of the prompts make the target reason (``<think>ok</think>``)
+    and then answer under a JSON grammar. With two tokens a step (each
+    draft's first token is accepted), ``</think>`` lands inside a step for
+    the prompt that ends with ``<think>``. 0.17.1 never fed the
+    tokens after ``</think>`` in that step to the grammar, so the grammar fell
+    out of step with the output (vllm PRs #42452, #44297, #44993, in 0.27.0:
+    ``structured_output-...patch``). The speculative run must equal the run
+    without speculation, token for token."""
+    plain = ok(engine(Run(None, **JSON_AFTER_REASONING)))
+    spec = ok(engine(Run("llama-top", **JSON_AFTER_REASONING)))
+    assert outputs(spec) == outputs(plain)
+    think_end = scripted.THINK[-1]
+    assert sum(think_end in o for o in outputs(plain)) == 5

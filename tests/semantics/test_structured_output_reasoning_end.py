@@ -1,0 +1,105 @@
+"""The grammar stays in step when ``</think>`` lands inside a speculative step.
+
+``structured_output-keep-the-grammar-in-step-when-reasoning-ends-inside-a-step.patch``
+(vllm PRs #42452, #44297, #44993; upstream's 0.27.0 form). With a reasoning
+parser, structured output and speculative decoding, 0.17.1 left every row of
+the step that holds the marker unconstrained, and never fed the tokens after
+the marker to the grammar. The engine tier's
+``test_structured_output_after_reasoning_is_lossless`` shows the effect on a
+real engine; here the manager is driven directly, with a reasoner that ends
+at token ``END`` and a grammar that records what it is asked.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+
+END, OPEN, CLOSE = 981, 126, 128  # </think>, "{", "}" in the fixture tokenizer
+
+
+class EndsAtMarker:
+    """A reasoning parser whose reasoning ends at ``END``."""
+
+    def is_reasoning_end(self, ids: list[int]) -> bool:
+        return END in ids
+
+    def is_reasoning_end_streaming(self, ids: list[int], delta: object) -> bool:
+        return END in list(delta)  # type: ignore[call-overload]
+
+
+class RecordingGrammar:
+    """Accepts ``{`` then ``}``; records constrained rows and accepted tokens."""
+
+    def __init__(self) -> None:
+        self.accepted: list[int] = []
+        self.constrained_rows: list[int] = []
+
+    def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
+        want = [OPEN, CLOSE][len(self.accepted) : len(self.accepted) + len(tokens)]
+        if tokens != want:
+            return False
+        self.accepted += tokens
+        return True
+
+    def rollback(self, n: int) -> None:
+        del self.accepted[len(self.accepted) - n :]
+
+    def is_terminated(self) -> bool:
+        return False
+
+    def fill_bitmask(self, bitmask: torch.Tensor, index: int) -> None:
+        self.constrained_rows.append(index)
+
+
+def _manager() -> object:
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    m = StructuredOutputManager.__new__(StructuredOutputManager)
+    m.reasoner = EndsAtMarker()
+    m.enable_in_reasoning = False
+    m.fill_bitmask_parallel_threshold = 128
+    m._full_mask = torch.tensor(-1, dtype=torch.int32)
+    m._grammar_bitmask = torch.zeros((8, 4), dtype=torch.int32)
+    m.vllm_config = SimpleNamespace(
+        speculative_config=SimpleNamespace(num_speculative_tokens=3),
+        scheduler_config=SimpleNamespace(max_num_seqs=2),
+        model_config=SimpleNamespace(is_diffusion=False),
+        num_speculative_tokens=3,
+    )
+    return m
+
+
+def _request(output: list[int], grammar: RecordingGrammar) -> SimpleNamespace:
+    from vllm.v1.structured_output.request import StructuredOutputRequest
+
+    so = StructuredOutputRequest.__new__(StructuredOutputRequest)
+    so._grammar, so.reasoning_ended = grammar, False
+    so.reasoning_end_token_index = None
+    so.reasoning_parser_kwargs, so.reasoner = None, None  # fields of later releases
+    prompt = [40, 41, 980]  # ends with <think>
+    return SimpleNamespace(
+        structured_output_request=so, use_structured_output=True,
+        prompt_token_ids=prompt, all_token_ids=prompt + output,
+        num_computed_tokens=len(prompt), num_output_placeholders=0,
+    )  # fmt: skip
+
+
+def test_rows_after_the_marker_in_the_drafted_window_are_constrained() -> None:
+    grammar = RecordingGrammar()
+    request = _request([659], grammar)  # reasoned "ok"; drafts: </think> { }
+    _manager().grammar_bitmask({"r": request}, ["r"], {"r": [END, OPEN, CLOSE]})
+    # Rows: 0 (before </think>), 1 (after it: "{"), 2 ("}"), 3 (bonus).
+    assert grammar.constrained_rows == [1, 2, 3]
+    assert grammar.accepted == []  # every advance was rolled back
+
+
+def test_tokens_after_the_marker_in_the_same_step_advance_the_grammar() -> None:
+    grammar = RecordingGrammar()
+    step = [659, END, OPEN]  # one step: "ok", </think>, "{"
+    request = _request(step, grammar)
+    m = _manager()
+    assert m.should_advance(request), "the step's tokens after </think> are not advanced"
+    assert m.trim_reasoning_for_advance(request, step) == [OPEN]
+    assert request.structured_output_request.reasoning_end_token_index == 4
