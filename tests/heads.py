@@ -24,6 +24,7 @@ DRAFT_VOCAB = 512
 #: A target depth whose default ids (2, N//2, N-3) = (2, 4, 5) are valid.
 NUM_LAYERS = 8
 IDS = [1, 4, 6]
+LAYER_IDS = "eagle_aux_hidden_state_layer_ids"
 
 Head = tuple[dict[str, Any], dict[str, np.ndarray]]
 
@@ -125,12 +126,29 @@ def mla_kimi_k2() -> Head:
     return _mla_config("kimi_k2"), _tensors()
 
 
+def _fc_norms(k: int = 3) -> dict[str, np.ndarray]:
+    """EAGLE 3.1's per-state norms as real checkpoints store them: upstream's
+    ``nn.ModuleList`` of one RMSNorm per aux state, ``fc_norm.0.weight`` ...
+    ``fc_norm.{k-1}.weight``, each ``[target_hidden]`` (vLLM 0.22.0's
+    ``llama_eagle3.py`` and ``deepseek_eagle3.py``)."""
+    return {f"fc_norm.{i}.weight": np.ones(HIDDEN, np.float16) for i in range(k)}
+
+
 def eagle31() -> Head:
     """An EAGLE 3.1 Llama head: ``fc_norm`` + ``norm_output``, ids under ``eagle_config``."""
     cfg, tensors = llama_nested_ids()
     cfg.update(fc_norm=True, norm_output=True)
-    tensors["fc_norm.weight"] = np.zeros(3 * HIDDEN, np.float16)
-    return cfg, tensors
+    return cfg, tensors | _fc_norms()
+
+
+def eagle31_mla() -> Head:
+    """An EAGLE 3.1 MLA head (Kimi-K2.6 ``eagle3.1-mla`` style):
+    ``Eagle3DeepseekV2ForCausalLM`` typed ``kimi_k2``, ``fc_norm`` +
+    ``norm_output``, ids under ``eagle_config``."""
+    cfg = _mla_config("kimi_k2")
+    cfg["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": cfg.pop(LAYER_IDS)}
+    cfg.update(fc_norm=True, norm_output=True)
+    return cfg, _tensors() | _fc_norms()
 
 
 HEADS: dict[str, Callable[[], Head]] = {
@@ -140,6 +158,7 @@ HEADS: dict[str, Callable[[], Head]] = {
     "mla-deepseek_v2": mla_deepseek_v2,
     "mla-kimi_k2": mla_kimi_k2,
     "eagle3.1-fc_norm": eagle31,
+    "eagle3.1-mla": eagle31_mla,
 }
 
 
