@@ -3,8 +3,8 @@
 Each case is real files on disk: a head cut short as by an interrupted
 download, a sharded checkpoint with a shard missing, the two directories
 given the wrong way round, a Hugging Face Hub id resolved from a cache laid
-out as ``huggingface_hub`` lays it out (symlinked blobs, ``refs/main``).
-No vLLM: the file rules only.
+out as ``huggingface_hub`` lays it out (symlinked blobs, ``refs/main``), and
+README's in-repository command run as written. No vLLM: the file rules only.
 """
 
 from __future__ import annotations
@@ -200,7 +200,35 @@ def test_a_hub_id_missing_from_the_cache_says_where_snapshots_live(
     assert "huggingface-cli download moonshotai/Kimi-K2.5" in err
 
 
-# --- the tiny checkpoints ----------------------------
+# --- the in-repository command and the tiny checkpoints ----------------------------
+
+
+def readme_preflight_section() -> str:
+    text = (REPO_ROOT / "README.md").read_text()
+    start = text.index("### Preflight")
+    return text[start : text.index("\n## ", start)]
+
+
+def test_readmes_in_repo_command_runs_as_written_without_the_tools_dependencies(
+    target: Path, tmp_path: Path
+) -> None:
+    """README's ``PYTHONPATH=scripts python3 -m vpq preflight`` line, run by
+    bash from the repository root with ``-S`` (no site-packages: no
+    tomli_w, no vLLM), as a serving venv's Python would run it."""
+    (line,) = [
+        ln.split("#")[0].strip()
+        for ln in readme_preflight_section().splitlines()
+        if ln.startswith("PYTHONPATH=scripts python3 -m vpq preflight")
+    ]
+    head = heads.write_head(tmp_path / "head", heads.llama_top_level())
+    command = line.replace("python3", f"{sys.executable} -S").replace(
+        "--model TARGET_DIR --drafter HEAD_DIR", f"--model {target} --drafter {head} --no-vllm"
+    )
+    proc = subprocess.run(
+        ["bash", "-c", command], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[-1].endswith(": OK (file rules only: vLLM not asked)")
 
 
 def test_the_tiny_checkpoints_command_writes_pairs_the_preflight_passes(tmp_path: Path) -> None:
