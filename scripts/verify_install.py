@@ -12,18 +12,24 @@ local label matches the manifest and that ``supports_eagle3`` holds for every
 architecture the manifest claims. Exits 0 when all holds, else 1 with a
 one-line reason on stderr.
 
-With both, it runs the **preflight**: offline, no GPU, in seconds. It reads
-the two ``config.json`` files and the drafter's safetensors headers (the JSON
-header only; ``model.safetensors.index.json`` when sharded; no tensor is
-loaded), applies the rules below, then asks the installed vLLM (its model
-registry, ``SpeculativeConfig``, the model runner's layer-id reader) what it
-will do with the pair, and says so when vLLM does not import. Each finding
+With both, it runs the **preflight**: offline, no GPU, in seconds. Each of
+``--model`` and ``--drafter`` is a directory or a Hugging Face Hub id found
+in the local cache (``resolve_model_arg``). It reads the two ``config.json``
+files and both checkpoints' safetensors headers (the JSON header only;
+``model.safetensors.index.json`` when sharded; no tensor is loaded; each
+tensor's data range is checked against its file's size), applies the rules
+below, then asks the installed vLLM (its model registry,
+``SpeculativeConfig``, the model runner's layer-id reader, the target
+model's id check) what it will do with the pair. When vLLM does not import
+that is an error: only the file rules ran (``--no-vllm`` runs them alone on
+purpose, and the summary says so). Each finding
 has a severity (``error``, ``warning``, ``note``, ``info``), a rule id, and
 the file and key or tensor it comes from. Exit codes: 0 no errors (warnings
 allowed), 1 an error (with ``--strict`` warnings count as errors), 2 usage.
 
 The rules (``check_pair``) need no vLLM; the repository's
-``python -m vpq preflight`` imports them from this file.
+``PYTHONPATH=scripts python -m vpq preflight`` runs ``preflight_main`` from
+this file.
 """
 
 from __future__ import annotations
@@ -490,9 +496,8 @@ def check_pair(pair: Pair) -> list[Finding]:
       ``deepseek_mtp`` by ``SpeculativeConfig.hf_config_override``
       (vllm/config/speculative.py); ``mla``: an MLA head recognised by
       ``kv_lora_rank`` (info), or an MLA ``model_type`` / DeepSeek
-      architecture without it (error); ``eagle31-weights``: ``fc_norm`` / ``norm_output``
-      set without ``fc_norm.weight`` / ``norm.weight`` (error), or
-      ``fc_norm.weight`` present with ``fc_norm`` unset (warning).
+      architecture without it (error); ``eagle31`` / ``eagle31-weights``:
+      each EAGLE 3.1 flag against its weights (``eagle31_findings``).
     - ``layer-ids``: ``layer-ids-source`` (top level, ``eagle_config``, or
       ``layer-ids-absent``: the target's default ``(2, N//2, N-3)`` is used,
       the silent default of vllm PR #50170); ``layer-ids-conflict`` (both
@@ -1000,8 +1005,9 @@ def ask_vllm(pair: Pair, findings: list[Finding]) -> list[Finding]:
 
     Imports ``vllm`` (with ``VLLM_LOGGING_LEVEL=ERROR`` unless set) and asks:
 
-    - ``vllm``: version and whether it carries a patch-queue manifest; a
-      ``warning`` when vLLM does not import (the rules above still ran).
+    - ``vllm``: version and whether it carries a patch-queue manifest; an
+      ``error`` when vLLM does not import (the rules above still ran, the
+      wheel's verdicts are unknown).
     - ``target-eagle3``: the registry's class for the target architecture and
       ``supports_eagle3`` on it (vllm/model_executor/models/interfaces.py).
     - ``speculative-config``: ``SpeculativeConfig(method="eagle3")`` built on
@@ -1018,7 +1024,10 @@ def ask_vllm(pair: Pair, findings: list[Finding]) -> list[Finding]:
     - ``layer-ids-wheel``: the ids the wheel will use, from the model
       runner's ``_get_eagle3_aux_layers_from_config``
       (vllm/v1/worker/gpu_model_runner.py), falling back to the target's
-      default; an error when they differ from the drafter's declared ids.
+      default; an error when they differ from the drafter's declared ids,
+      or when the target's text model refuses them
+      (``set_aux_hidden_state_layers`` raises ``ValueError`` for ids outside
+      ``0..N``): then the refusal is reported, not the ids.
     """
     out: list[Finding] = []
 
