@@ -329,6 +329,20 @@ def write_eagle3_head(
     dest: Path, shape: str, aux_layer_ids: tuple[int, ...] = AUX_LAYER_IDS
 ) -> Path:
     """Write ``dest/config.json`` for a one-layer head of ``shape`` (a key of
+    ``HEAD_SHAPES``): ``eagle3_head_config``.
+
+    Raises:
+        KeyError: ``shape`` is not in ``HEAD_SHAPES``.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    _write_json(dest / "config.json", eagle3_head_config(shape, aux_layer_ids))
+    return dest
+
+
+def eagle3_head_config(
+    shape: str, aux_layer_ids: tuple[int, ...] = AUX_LAYER_IDS
+) -> dict[str, object]:
+    """The ``config.json`` of a one-layer head of ``shape`` (a key of
     ``HEAD_SHAPES``), sized for the tiny target (hidden 256, vocabulary 1024).
 
     MLA heads keep Kimi-K2's attention shapes (as the target's text config)
@@ -338,7 +352,6 @@ def write_eagle3_head(
         KeyError: ``shape`` is not in ``HEAD_SHAPES``.
     """
     arch, model_type, ids_at, eagle31 = HEAD_SHAPES[shape]
-    dest.mkdir(parents=True, exist_ok=True)
     cfg: dict[str, object] = {
         "model_type": model_type,
         "architectures": [arch],
@@ -371,8 +384,7 @@ def write_eagle3_head(
         }
     if eagle31:
         cfg.update(fc_norm=True, norm_output=True)
-    _write_json(dest / "config.json", cfg)
-    return dest
+    return cfg
 
 
 TARGET_DIR = "kimi-k25-tiny"
