@@ -122,6 +122,9 @@ FC_NORM = re.compile(r"fc_norm\.(\d+)\.weight")
 #: vLLM 0.17.1's ``Eagle3LlamaForCausalLM`` builds ``fc`` for exactly three
 #: aux states (``target_hidden_size * 3``, vllm/model_executor/models/llama_eagle3.py).
 UPSTREAM_FC_STATES = 3
+#: The text model's class by ``model_type``, for a ``text_config`` that names
+#: no architectures.
+TEXT_ARCHS = {"deepseek_v3": "DeepseekV3ForCausalLM", "deepseek_v2": "DeepseekV2ForCausalLM"}
 
 
 @dataclass
@@ -1211,7 +1214,9 @@ def _wheel_refusal(pair: Pair, registry: Any, ids: list[int]) -> str:
     ``config.num_hidden_layers`` and ``model``."""
     from types import SimpleNamespace
 
-    archs = pair.text_cfg.get("architectures") or pair.target_cfg.get("architectures") or ["?"]
+    by_type = TEXT_ARCHS.get(str(pair.text_cfg.get("model_type")))
+    archs = pair.text_cfg.get("architectures") or ([by_type] if by_type else None)
+    archs = archs or pair.target_cfg.get("architectures") or ["?"]
     cls = registry._try_load_model_cls(archs[0])
     setter = getattr(cls, "set_aux_hidden_state_layers", None)
     if setter is None:

@@ -250,3 +250,21 @@ def test_a_target_model_that_cannot_be_asked_is_a_note(monkeypatch, target, tmp_
         ),
         ("info", "this wheel will use ids [1, 4, 6] (from the drafter config)"),
     ]
+
+
+def test_a_text_config_without_architectures_is_asked_by_its_model_type(
+    monkeypatch, target, tmp_path
+) -> None:
+    """Kimi-K2.5's ``text_config`` need not name its architecture: the ids
+    check asks ``DeepseekV3ForCausalLM``, from ``model_type: deepseek_v3``."""
+    fake_vllm(monkeypatch)
+    cfg = json.loads((target / "config.json").read_text())
+    del cfg["text_config"]["architectures"]
+    bare = tmp_path / "target"
+    bare.mkdir()
+    (bare / "config.json").write_text(json.dumps(cfg))
+    head_cfg, tensors = heads.llama_top_level()
+    head_cfg["eagle_aux_hidden_state_layer_ids"] = [1, 4, 12]
+    findings = vi.preflight(bare, heads.write_head(tmp_path / "h", (head_cfg, tensors)))
+    got = [(f.severity, f.message) for f in findings if f.rule == "layer-ids-wheel"]
+    assert len(got) == 1 and got[0][0] == "error" and "refuses them at load" in got[0][1], got
