@@ -8,6 +8,7 @@ nox -s engine_differential    the engine tier against upstream's own CPU engine 
 nox -s contract               EAGLE-3 contract table (CPU venv with the wheel)
 nox -s bench                  build timings vs vLLM's own build (build/bench.json)
 nox -s lint                   ruff + series lint
+nox -s tiny_checkpoints       -- DEST: tiny Kimi-K2.5 target + EAGLE-3 heads, with weights
 nox -s apply / export         edit the series in build/work (see README)
 """
 
@@ -97,6 +98,14 @@ def lint(session: nox.Session) -> None:
     _install(session, "ruff")
     session.run("ruff", "check", "scripts", "tests", "noxfile.py")
     session.run("python", "-m", "vpq", "lint")
+
+
+@nox.session
+def tiny_checkpoints(session: nox.Session) -> None:
+    """`-- DEST`: the tiny Kimi-K2.5 target and EAGLE-3 heads, with weights
+    (`vpq fixture`), e.g. for trying the preflight."""
+    _install(session, "safetensors", "numpy")
+    session.run("python", "-m", "vpq", "fixture", *session.posargs)
 
 
 @nox.session

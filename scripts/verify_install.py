@@ -12,18 +12,24 @@ local label matches the manifest and that ``supports_eagle3`` holds for every
 architecture the manifest claims. Exits 0 when all holds, else 1 with a
 one-line reason on stderr.
 
-With both, it runs the **preflight**: offline, no GPU, in seconds. It reads
-the two ``config.json`` files and the drafter's safetensors headers (the JSON
-header only; ``model.safetensors.index.json`` when sharded; no tensor is
-loaded), applies the rules below, then asks the installed vLLM (its model
-registry, ``SpeculativeConfig``, the model runner's layer-id reader) what it
-will do with the pair, and says so when vLLM does not import. Each finding
+With both, it runs the **preflight**: offline, no GPU, in seconds. Each of
+``--model`` and ``--drafter`` is a directory or a Hugging Face Hub id found
+in the local cache (``resolve_model_arg``). It reads the two ``config.json``
+files and both checkpoints' safetensors headers (the JSON header only;
+``model.safetensors.index.json`` when sharded; no tensor is loaded; each
+tensor's data range is checked against its file's size), applies the rules
+below, then asks the installed vLLM (its model registry,
+``SpeculativeConfig``, the model runner's layer-id reader, the target
+model's id check) what it will do with the pair. When vLLM does not import
+that is an error: only the file rules ran (``--no-vllm`` runs them alone on
+purpose, and the summary says so). Each finding
 has a severity (``error``, ``warning``, ``note``, ``info``), a rule id, and
 the file and key or tensor it comes from. Exit codes: 0 no errors (warnings
 allowed), 1 an error (with ``--strict`` warnings count as errors), 2 usage.
 
 The rules (``check_pair``) need no vLLM; the repository's
-``python -m vpq preflight`` imports them from this file.
+``PYTHONPATH=scripts python -m vpq preflight`` runs ``preflight_main`` from
+this file.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import importlib
 import importlib.metadata as md
 import json
 import os
+import re
 import struct
 import sys
 from collections.abc import Iterator, Sequence
@@ -102,14 +109,22 @@ LAYER_IDS_KEY = "eagle_aux_hidden_state_layer_ids"
 MTP_REWRITTEN_TYPES = ("deepseek_v3", "deepseek_v32", "glm_moe_dsa")
 #: Drafter ``model_type`` values of MLA (DeepSeek-style latent attention) heads.
 MLA_TYPES = ("deepseek_v2", "deepseek_v3", "kimi_k2")
-#: EAGLE 3.1 config flags and the tensor each needs in the head's checkpoint:
-#: ``fc_norm`` normalises the concatenated aux states before ``fc``;
-#: ``norm_output`` applies the head's final ``norm`` to what it hands back.
-#: Keep in step with the series' EAGLE 3.1 loader (issue 9).
-EAGLE31_WEIGHTS = {"fc_norm": "fc_norm.weight", "norm_output": "norm.weight"}
+#: EAGLE 3.1 config flags (``eagle31_findings`` checks the weights each needs):
+#: ``fc_norm``: one RMSNorm per aux state before ``fc``, an ``nn.ModuleList``
+#: whose weights are ``fc_norm.0.weight``, ``fc_norm.1.weight``, ... (vLLM
+#: from 0.22.0, vllm PR #42764; the series backports it);
+#: ``norm_before_fc``: one RMSNorm over the concatenated states, weight
+#: ``input_norm.weight`` (Llama heads, vLLM from 0.18.0; top level or under
+#: ``eagle_config``); ``norm_output``: the head's final ``norm`` applied to
+#: what it hands to the next step (``norm.weight``).
+EAGLE31_FLAGS = ("fc_norm", "norm_before_fc", "norm_output")
+FC_NORM = re.compile(r"fc_norm\.(\d+)\.weight")
 #: vLLM 0.17.1's ``Eagle3LlamaForCausalLM`` builds ``fc`` for exactly three
 #: aux states (``target_hidden_size * 3``, vllm/model_executor/models/llama_eagle3.py).
 UPSTREAM_FC_STATES = 3
+#: The text model's class by ``model_type``, for a ``text_config`` that names
+#: no architectures.
+TEXT_ARCHS = {"deepseek_v3": "DeepseekV3ForCausalLM", "deepseek_v2": "DeepseekV2ForCausalLM"}
 
 
 @dataclass
@@ -164,6 +179,7 @@ class Pair:
     layer_ids_key: str = ""  # where they come from
     num_layers: int = 0
     target_hidden: int = 0
+    target_weights: tuple[int, int] = (0, 0)  # the target's tensors and shard files
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -190,14 +206,11 @@ def read_json(path: Path) -> dict[str, Any]:
 MAX_HEADER_BYTES = 100_000_000
 
 
-def read_safetensors_header(path: Path) -> dict[str, Tensor]:
-    """The tensors listed in a safetensors file's header, without loading any.
+def _header_bytes(path: Path) -> tuple[int, int, bytes]:
+    """A safetensors file's size, header length ``n`` and ``n`` header bytes.
 
-    The format (https://github.com/huggingface/safetensors): 8 bytes,
-    little-endian unsigned length ``n``, then ``n`` bytes of JSON mapping each
-    tensor name to ``{"dtype", "shape", "data_offsets"}`` (and an optional
-    ``__metadata__``). Raises ``InputError`` naming the file when it is
-    missing, shorter than its header, or the header is not that JSON.
+    Raises ``InputError`` naming the file when it is missing, unreadable or
+    shorter than the header it announces.
     """
     try:
         with path.open("rb") as f:
@@ -214,17 +227,64 @@ def read_safetensors_header(path: Path) -> dict[str, Tensor]:
                     f"{path}: truncated safetensors header "
                     f"(says {n} bytes, the file has {size - 8} after the prefix)"
                 )
-            header = f.read(n)
+            return size, n, f.read(n)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc}") from None
+
+
+def check_data_offsets(path: Path, entries: dict[str, Any], size: int, n: int) -> None:
+    """Every tensor's ``data_offsets`` ``[begin, end]`` lies inside the file.
+
+    The data of a tensor sits at bytes ``8 + n + begin .. 8 + n + end`` of
+    the file (``n``: the header length). A file cut short (an interrupted
+    download) keeps its header and loses its tail, so its last tensors end
+    past the end of the file. Raises ``InputError`` naming the file and the
+    first tensor (in file order) whose data is missing.
+    """
+    past: list[tuple[int, str]] = []
+    for name, info in entries.items():
+        offs = info.get("data_offsets")
+        if not (
+            isinstance(offs, list)
+            and len(offs) == 2
+            and all(isinstance(o, int) and not isinstance(o, bool) for o in offs)
+            and 0 <= offs[0] <= offs[1]
+        ):
+            raise InputError(f"{path}: safetensors header entry {name!r} has no valid data_offsets")
+        if 8 + n + offs[1] > size:
+            past.append((offs[0], name))
+    if past:
+        begin, name = min(past)
+        end = 8 + n + entries[name]["data_offsets"][1]
+        more = f" (and {len(past) - 1} more tensor(s) after it)" if len(past) > 1 else ""
+        raise InputError(
+            f"{path}: truncated: tensor {name!r}{more} needs bytes up to {end} but the file "
+            f"has {size}; the header is intact and the data is cut short, as after an "
+            "interrupted download: download this file again"
+        )
+
+
+def read_safetensors_header(path: Path) -> dict[str, Tensor]:
+    """The tensors listed in a safetensors file's header, without loading any.
+
+    The format (https://github.com/huggingface/safetensors): 8 bytes,
+    little-endian unsigned length ``n``, then ``n`` bytes of JSON mapping each
+    tensor name to ``{"dtype", "shape", "data_offsets"}`` (and an optional
+    ``__metadata__``), then the data. Raises ``InputError`` naming the file
+    when it is missing, shorter than its header, the header is not that
+    JSON, or a tensor's data runs past the end of the file
+    (``check_data_offsets``).
+    """
+    size, n, header = _header_bytes(path)
     try:
         obj = json.loads(header.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise InputError(f"{path}: safetensors header is not valid JSON") from None
     if not isinstance(obj, dict):
         raise InputError(f"{path}: safetensors header is not a JSON object")
+    entries: dict[str, Any] = {}
     out: dict[str, Tensor] = {}
     for name, info in obj.items():
         if name == "__metadata__":
@@ -232,7 +292,9 @@ def read_safetensors_header(path: Path) -> dict[str, Tensor]:
         shape = info.get("shape") if isinstance(info, dict) else None
         if not (isinstance(shape, list) and all(isinstance(d, int) for d in shape)):
             raise InputError(f"{path}: safetensors header entry {name!r} has no integer shape")
+        entries[name] = info
         out[name] = Tensor(name, str(info.get("dtype")), shape, path.name)
+    check_data_offsets(path, entries, size, n)
     return out
 
 
@@ -242,19 +304,37 @@ def read_checkpoint_tensors(model_dir: Path) -> dict[str, Tensor]:
     Uses ``model.safetensors.index.json`` (``weight_map``: tensor -> shard)
     when present, else every ``*.safetensors`` file. Empty when the
     directory has no safetensors file. ``InputError`` for a bad index, a
-    missing shard, or a bad header.
+    shard the index names that is missing, a tensor the index places in a
+    shard that does not hold it, or a bad or truncated file.
     """
     index = model_dir / "model.safetensors.index.json"
-    if index.exists():
-        wm = read_json(index).get("weight_map")
-        if not isinstance(wm, dict):
-            raise InputError(f"{index}: no weight_map object")
-        shards = sorted(set(map(str, wm.values())))
-    else:
-        shards = sorted(p.name for p in model_dir.glob("*.safetensors"))
-    out: dict[str, Tensor] = {}
+    if not index.exists():
+        out: dict[str, Tensor] = {}
+        for shard in sorted(p.name for p in model_dir.glob("*.safetensors")):
+            out.update(read_safetensors_header(model_dir / shard))
+        return out
+    wm = read_json(index).get("weight_map")
+    if not isinstance(wm, dict):
+        raise InputError(f"{index}: no weight_map object")
+    shards = sorted(set(map(str, wm.values())))
+    missing = [s for s in shards if not (model_dir / s).is_file()]
+    if missing:
+        raise InputError(
+            f"{model_dir / missing[0]}: no such file, but {index.name} names it"
+            + (f" (and {len(missing) - 1} more missing shard(s))" if len(missing) > 1 else "")
+            + ": the download is incomplete"
+        )
+    out = {}
     for shard in shards:
         out.update(read_safetensors_header(model_dir / shard))
+    absent = sorted(
+        name for name, shard in wm.items() if name not in out or out[name].file != Path(shard).name
+    )
+    if absent:
+        raise InputError(
+            f"{model_dir / str(wm[absent[0]])}: has no tensor {absent[0]!r}, "
+            f"which {index.name} places there"
+        )
     return out
 
 
@@ -304,7 +384,101 @@ def load_pair(target_dir: Path, drafter_dir: Path) -> Pair:
     dcfg = read_json(drafter_dir / "config.json")
     pair = Pair(target_dir, drafter_dir, tcfg, text_config(tcfg), dcfg)
     pair.tensors = {normalise(n): t for n, t in read_checkpoint_tensors(drafter_dir).items()}
+    target_tensors = read_checkpoint_tensors(target_dir)
+    pair.target_weights = (len(target_tensors), len({t.file for t in target_tensors.values()}))
     return pair
+
+
+def looks_like_head(cfg: dict[str, Any]) -> bool:
+    """An EAGLE head's config: an ``Eagle`` architecture, or the keys only
+    drafters carry (``eagle_config``, ``draft_vocab_size``, the layer ids)."""
+    archs = cfg.get("architectures")
+    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else ""
+    keys = ("eagle_config", "draft_vocab_size", LAYER_IDS_KEY)
+    return "eagle" in arch.lower() or any(k in cfg for k in keys)
+
+
+def looks_like_target(cfg: dict[str, Any]) -> bool:
+    """A Kimi-K2.5 / DeepSeek target's config: an architecture the wheel's
+    manifest can claim (``MODULES``), or a multimodal ``text_config``."""
+    archs = cfg.get("architectures")
+    arch = archs[0] if isinstance(archs, list) and archs else ""
+    return arch in MODULES or isinstance(cfg.get("text_config"), dict)
+
+
+def swapped_arguments(pair: Pair) -> Finding | None:
+    """One ``error`` (rule ``swapped-arguments``) when ``--model`` names an
+    EAGLE head: the two directories were given the wrong way round, or the
+    target is not a Kimi-K2.5 / DeepSeek model at all. ``None`` otherwise."""
+    if not looks_like_head(pair.target_cfg) or looks_like_target(pair.target_cfg):
+        return None
+    t_arch = (pair.target_cfg.get("architectures") or ["?"])[0]
+    d_arch = (pair.drafter_cfg.get("architectures") or ["?"])[0]
+    if looks_like_target(pair.drafter_cfg):
+        msg = (
+            f"the arguments are swapped: --model {pair.target_dir} is an EAGLE-3 head "
+            f"({t_arch}) and --drafter {pair.drafter_dir} is the target ({d_arch}); run again "
+            f"with --model {pair.drafter_dir} --drafter {pair.target_dir}"
+        )
+    else:
+        msg = (
+            f"--model {pair.target_dir} is an EAGLE-3 head ({t_arch}), not a Kimi-K2.5 / "
+            f"DeepSeek target: --model takes the target checkpoint, --drafter the head"
+        )
+    return Finding(
+        ERROR,
+        "swapped-arguments",
+        "input",
+        msg,
+        str(pair.target_dir / "config.json"),
+        "architectures",
+    )
+
+
+HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+")
+
+
+def hub_cache_dir() -> Path:
+    """Where Hugging Face keeps downloaded repositories, as ``huggingface_hub``
+    finds it: ``HF_HUB_CACHE``, else ``HUGGINGFACE_HUB_CACHE``, else
+    ``HF_HOME/hub``, else ``$XDG_CACHE_HOME/huggingface/hub``, else
+    ``~/.cache/huggingface/hub``."""
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if os.environ.get(var):
+            return Path(os.environ[var]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "huggingface" / "hub"
+
+
+def resolve_model_arg(arg: str, role: str) -> tuple[Path, str]:
+    """The directory for a ``--model`` / ``--drafter`` argument, and a note
+    on how it was found ("" for a local directory).
+
+    A local path is used as it is. A Hugging Face Hub id (``org/name``) that
+    is not a local path resolves offline, as ``vllm serve`` does with
+    ``HF_HUB_OFFLINE=1``: the cache's ``models--org--name/refs/main`` names
+    the revision, and ``snapshots/<revision>`` is the directory. Raises
+    ``InputError`` saying where the cache keeps snapshots when it has none.
+    """
+    path = Path(arg).expanduser()
+    if path.exists() or not HUB_ID.fullmatch(arg):
+        return path, ""
+    cache = hub_cache_dir()
+    repo = cache / ("models--" + arg.replace("/", "--"))
+    ref = repo / "refs" / "main"
+    rev = ref.read_text().strip() if ref.is_file() else ""
+    snap = repo / "snapshots" / rev
+    if rev and snap.is_dir():
+        return snap, f"{role} {arg}: the Hugging Face cache's snapshot {rev} (refs/main), {snap}"
+    raise InputError(
+        f"{arg}: no such {role} directory, and as a Hugging Face Hub id it has no snapshot in "
+        f"the local cache ({repo}/snapshots/<revision>, found through refs/main; the cache "
+        "is HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub). The preflight "
+        f"is offline: download it first (huggingface-cli download {arg}) or pass a local "
+        "directory"
+    )
 
 
 def _int(cfg: dict[str, Any], key: str) -> int | None:
@@ -325,9 +499,8 @@ def check_pair(pair: Pair) -> list[Finding]:
       ``deepseek_mtp`` by ``SpeculativeConfig.hf_config_override``
       (vllm/config/speculative.py); ``mla``: an MLA head recognised by
       ``kv_lora_rank`` (info), or an MLA ``model_type`` / DeepSeek
-      architecture without it (error); ``eagle31-weights``: ``fc_norm`` / ``norm_output``
-      set without ``fc_norm.weight`` / ``norm.weight`` (error), or
-      ``fc_norm.weight`` present with ``fc_norm`` unset (warning).
+      architecture without it (error); ``eagle31`` / ``eagle31-weights``:
+      each EAGLE 3.1 flag against its weights (``eagle31_findings``).
     - ``layer-ids``: ``layer-ids-source`` (top level, ``eagle_config``, or
       ``layer-ids-absent``: the target's default ``(2, N//2, N-3)`` is used,
       the silent default of vllm PR #50170); ``layer-ids-conflict`` (both
@@ -434,36 +607,7 @@ def check_pair(pair: Pair) -> list[Finding]:
             "",
         )
     else:
-        for flag, weight in EAGLE31_WEIGHTS.items():
-            if dc.get(flag):
-                if weight in pair.tensors:
-                    t = pair.tensors[weight]
-                    add(
-                        INFO,
-                        "eagle31",
-                        "drafter",
-                        f"EAGLE 3.1: {flag} set, {weight} {t.shape} present",
-                        key=flag,
-                    )
-                else:
-                    add(
-                        ERROR,
-                        "eagle31-weights",
-                        "drafter",
-                        f"{flag} is set (EAGLE 3.1) but the checkpoint has no {weight}",
-                        key=flag,
-                    )
-        if "fc_norm.weight" in pair.tensors and not dc.get("fc_norm"):
-            t = pair.tensors["fc_norm.weight"]
-            add(
-                WARNING,
-                "eagle31-weights",
-                "drafter",
-                "the checkpoint has fc_norm.weight (an EAGLE 3.1 head) but fc_norm is not set: "
-                "the norm will not be applied",
-                str(pair.drafter_dir / t.file),
-                t.name,
-            )
+        out += eagle31_findings(pair)
 
     # layer ids
     ids, src = declared_layer_ids(dc)
@@ -726,6 +870,109 @@ def check_pair(pair: Pair) -> list[Finding]:
     return out
 
 
+def _flag(cfg: dict[str, Any], flag: str) -> bool:
+    """An EAGLE 3.1 flag as the series' drafters read it: ``norm_before_fc``
+    under ``eagle_config`` first, then at the top level; the others at the
+    top level."""
+    nested = cfg.get("eagle_config")
+    if flag == "norm_before_fc" and isinstance(nested, dict) and flag in nested:
+        return bool(nested[flag])
+    return bool(cfg.get(flag))
+
+
+def aux_state_count(pair: Pair) -> tuple[int, int]:
+    """``(k, target_hidden)``: how many aux states ``fc`` takes (its width over
+    the drafter's ``target_hidden_size``, else the declared ids, else 3) and
+    the width of one."""
+    dc = pair.drafter_cfg
+    th = _int(dc, "target_hidden_size") or _int(dc, "hidden_size") or 0
+    fc = pair.tensors.get("fc.weight")
+    if fc is not None and len(fc.shape) == 2 and th and fc.shape[1] % th == 0:
+        return fc.shape[1] // th, th
+    ids, _ = declared_layer_ids(dc)
+    return (len(ids) if isinstance(ids, list) and ids else UPSTREAM_FC_STATES), th
+
+
+def _fc_norm_problem(pair: Pair, k: int, th: int) -> str:
+    """Why the ``fc_norm`` weights do not fit ``k`` states of width ``th`` ("" when they do)."""
+    found = {int(m.group(1)): t for n, t in pair.tensors.items() if (m := FC_NORM.fullmatch(n))}
+    want = f"fc_norm.0.weight ... fc_norm.{k - 1}.weight, [{th}] each (one RMSNorm per aux state)"
+    single = pair.tensors.get("fc_norm.weight")
+    if single is not None and not found:
+        return (
+            f"the checkpoint has a single fc_norm.weight {single.shape}, but vLLM builds fc_norm "
+            f"as one RMSNorm per aux state (nn.ModuleList; vllm PR #42764, in this series) and "
+            f"loads {want}: the single weight has no parameter to load into. A head trained "
+            f"with one norm over the concatenated states is norm_before_fc, whose weight is "
+            f"input_norm.weight [{k * th}]"
+        )
+    missing = [i for i in range(k) if i not in found]
+    extra = sorted(i for i in found if i >= k)
+    wrong = [f"fc_norm.{i}.weight {t.shape}" for i, t in sorted(found.items()) if t.shape != [th]]
+    if not (missing or extra or wrong):
+        return ""
+    parts = [f"no fc_norm.{i}.weight" for i in missing] + [
+        f"fc_norm.{i}.weight for a state fc does not take" for i in extra
+    ]
+    return f"fc_norm needs {want} for fc's {k} aux states; " + ", ".join(parts + wrong)
+
+
+def eagle31_findings(pair: Pair) -> list[Finding]:
+    """``eagle31`` / ``eagle31-weights``: each EAGLE 3.1 flag (``EAGLE31_FLAGS``)
+    against the weights it needs, and weights present without their flag.
+
+    ``fc_norm`` needs ``fc_norm.{i}.weight`` of ``[target_hidden]`` for each
+    of fc's k aux states (a single ``fc_norm.weight`` is recognised and
+    explained: vLLM has no parameter for it); ``norm_before_fc`` needs
+    ``input_norm.weight`` ``[k * target_hidden]``; ``norm_output`` needs
+    ``norm.weight``. A weight without its flag is a warning: vLLM does not
+    apply it (``fc_norm.*``) or skips it (``input_norm.weight``).
+    """
+    dfile = str(pair.drafter_dir / "config.json")
+    k, th = aux_state_count(pair)
+    out: list[Finding] = []
+
+    def add(sev: str, rule: str, msg: str, key: str) -> None:
+        out.append(Finding(sev, rule, "drafter", msg, dfile, key))
+
+    dc, tensors = pair.drafter_cfg, pair.tensors
+    has_fc_norm = "fc_norm.weight" in tensors or any(FC_NORM.fullmatch(n) for n in tensors)
+    problems = {
+        "fc_norm": _fc_norm_problem(pair, k, th),
+        "norm_before_fc": ""
+        if tensors.get("input_norm.weight", Tensor("", "", [], "")).shape == [k * th]
+        else f"norm_before_fc needs input_norm.weight [{k * th}] (one RMSNorm over fc's "
+        f"{k} x {th} input); the checkpoint has "
+        + (f"{tensors['input_norm.weight'].shape}" if "input_norm.weight" in tensors else "none"),
+        "norm_output": "" if "norm.weight" in tensors else "the checkpoint has no norm.weight",
+    }
+    present = {
+        "fc_norm": f"fc_norm.0.weight ... fc_norm.{k - 1}.weight, [{th}] each",
+        "norm_before_fc": f"input_norm.weight [{k * th}]",
+        "norm_output": "norm.weight",
+    }
+    for flag in EAGLE31_FLAGS:
+        if not _flag(dc, flag):
+            continue
+        if problems[flag]:
+            add(ERROR, "eagle31-weights", f"{flag} is set (EAGLE 3.1): {problems[flag]}", flag)
+        else:
+            add(INFO, "eagle31", f"EAGLE 3.1: {flag} set, {present[flag]} present", flag)
+    for flag, there, fate in (
+        ("fc_norm", has_fc_norm, "vLLM does not build the norms, so they are not applied"),
+        ("norm_before_fc", "input_norm.weight" in tensors, "vLLM's loader skips input_norm"),
+    ):
+        if there and not _flag(dc, flag):
+            what = "fc_norm weights" if flag == "fc_norm" else "input_norm.weight"
+            add(
+                WARNING,
+                "eagle31-weights",
+                f"the checkpoint has {what} but {flag} is not set: {fate}",
+                flag,
+            )
+    return out
+
+
 # --------------------------------------------------------------------------
 # Preflight: the installed vLLM
 # --------------------------------------------------------------------------
@@ -761,8 +1008,9 @@ def ask_vllm(pair: Pair, findings: list[Finding]) -> list[Finding]:
 
     Imports ``vllm`` (with ``VLLM_LOGGING_LEVEL=ERROR`` unless set) and asks:
 
-    - ``vllm``: version and whether it carries a patch-queue manifest; a
-      ``warning`` when vLLM does not import (the rules above still ran).
+    - ``vllm``: version and whether it carries a patch-queue manifest; an
+      ``error`` when vLLM does not import (the rules above still ran, the
+      wheel's verdicts are unknown).
     - ``target-eagle3``: the registry's class for the target architecture and
       ``supports_eagle3`` on it (vllm/model_executor/models/interfaces.py).
     - ``speculative-config``: ``SpeculativeConfig(method="eagle3")`` built on
@@ -779,7 +1027,10 @@ def ask_vllm(pair: Pair, findings: list[Finding]) -> list[Finding]:
     - ``layer-ids-wheel``: the ids the wheel will use, from the model
       runner's ``_get_eagle3_aux_layers_from_config``
       (vllm/v1/worker/gpu_model_runner.py), falling back to the target's
-      default; an error when they differ from the drafter's declared ids.
+      default; an error when they differ from the drafter's declared ids,
+      or when the target's text model refuses them
+      (``set_aux_hidden_state_layers`` raises ``ValueError`` for ids outside
+      ``0..N``): then the refusal is reported, not the ids.
     """
     out: list[Finding] = []
 
@@ -794,26 +1045,20 @@ def ask_vllm(pair: Pair, findings: list[Finding]) -> list[Finding]:
             version = md.version("vllm")
         except Exception as exc:  # noqa: BLE001 - any import failure means "not usable"
             add(
-                WARNING,
+                ERROR,
                 "vllm",
-                f"vLLM does not import ({_first_line(exc)}): only the file rules "
-                "ran; the wheel's verdicts (registry, SpeculativeConfig, layer ids) are unknown",
+                f"vLLM does not import in this Python ({sys.executable}: {_first_line(exc)}): "
+                "only the file rules ran, and the wheel's verdicts (registry, "
+                "SpeculativeConfig, layer ids) are unknown. Run the preflight with the "
+                "serving host's Python, or pass --no-vllm to check the files alone",
             )
             return out
         try:
             manifest = md.distribution("vllm").read_text(MANIFEST)
         except Exception:  # noqa: BLE001
             manifest = None
-        add(
-            INFO,
-            "vllm",
-            f"vllm {version} "
-            + (
-                "(patch-queue build)"
-                if manifest
-                else "(no vpq_manifest.json: not a patch-queue build)"
-            ),
-        )
+        build = "patch-queue build" if manifest else "no vpq_manifest.json: not a patch-queue build"
+        add(INFO, "vllm", f"vllm {version} ({build})")
         _ask_vllm_pair(pair, findings, add)
     return out
 
@@ -956,43 +1201,94 @@ def _ask_vllm_pair(pair: Pair, findings: list[Finding], add: Any) -> None:
         )
 
     if sc is not None and pair.layer_ids is not None:
-        try:
-            from types import SimpleNamespace
+        _ask_layer_ids(pair, sc, ModelRegistry, add)
 
-            from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
-            used = GPUModelRunner._get_eagle3_aux_layers_from_config(
-                SimpleNamespace(speculative_config=sc)
-            )
-            how = "from the drafter config"
-            if not used:
-                used, how = tuple(default_layer_ids(pair.num_layers)), "the target's default"
-            used_list = list(used)
-            if used_list != pair.layer_ids:
-                add(
-                    ERROR,
-                    "layer-ids-wheel",
-                    f"this wheel will use ids {used_list} ({how}), not the {pair.layer_ids} "
-                    f"the drafter declares in {pair.layer_ids_key or 'no key'}",
-                    dfile,
-                    pair.layer_ids_key or LAYER_IDS_KEY,
-                )
-            else:
-                add(
-                    INFO,
-                    "layer-ids-wheel",
-                    f"this wheel will use ids {used_list} ({how})",
-                    dfile,
-                    pair.layer_ids_key or LAYER_IDS_KEY,
-                )
-        except Exception as exc:  # noqa: BLE001
-            add(
-                NOTE,
-                "layer-ids-wheel",
-                f"could not ask the model runner which ids it uses: {_first_line(exc)}",
-                dfile,
-                pair.layer_ids_key or LAYER_IDS_KEY,
-            )
+def _wheel_refusal(pair: Pair, registry: Any, ids: list[int]) -> str:
+    """The installed target text model's verdict on ``ids``: "" when its
+    ``set_aux_hidden_state_layers`` takes them, else the ``ValueError`` it
+    raises (the series checks ``0..N`` and duplicates at load).
+
+    Asked of the wheel's own class for the text model (``text_config``'s
+    architecture for Kimi-K2.5), on a stand-in instance that carries only
+    ``config.num_hidden_layers`` and ``model``."""
+    from types import SimpleNamespace
+
+    by_type = TEXT_ARCHS.get(str(pair.text_cfg.get("model_type")))
+    archs = pair.text_cfg.get("architectures") or ([by_type] if by_type else None)
+    archs = archs or pair.target_cfg.get("architectures") or ["?"]
+    cls = registry._try_load_model_cls(archs[0])
+    setter = getattr(cls, "set_aux_hidden_state_layers", None)
+    if setter is None:
+        raise LookupError(f"{archs[0]} has no set_aux_hidden_state_layers in this wheel")
+    stub = type(cls.__name__, (SimpleNamespace,), {})(
+        config=SimpleNamespace(num_hidden_layers=pair.num_layers), model=SimpleNamespace()
+    )
+    try:
+        setter(stub, tuple(ids))
+    except ValueError as exc:
+        return _first_line(exc)
+    return ""
+
+
+def _ask_layer_ids(pair: Pair, sc: Any, registry: Any, add: Any) -> None:
+    """``layer-ids-wheel``: the ids the wheel's model runner reads
+    (``_get_eagle3_aux_layers_from_config``, else the target's default), and
+    whether the wheel's target model takes them (``_wheel_refusal``)."""
+    dfile = str(pair.drafter_dir / "config.json")
+    key = pair.layer_ids_key or LAYER_IDS_KEY
+    try:
+        from types import SimpleNamespace
+
+        from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+        used = GPUModelRunner._get_eagle3_aux_layers_from_config(
+            SimpleNamespace(speculative_config=sc)
+        )
+        how = "from the drafter config"
+        if not used:
+            used, how = tuple(default_layer_ids(pair.num_layers)), "the target's default"
+        used_list = list(used)
+    except Exception as exc:  # noqa: BLE001
+        add(
+            NOTE,
+            "layer-ids-wheel",
+            f"could not ask the model runner which ids it uses: {_first_line(exc)}",
+            dfile,
+            key,
+        )
+        return
+    try:
+        refusal = _wheel_refusal(pair, registry, used_list)
+    except Exception as exc:  # noqa: BLE001
+        refusal = None
+        add(
+            NOTE,
+            "layer-ids-wheel",
+            f"could not ask the target model whether it takes ids {used_list}: {_first_line(exc)}",
+            dfile,
+            key,
+        )
+    if refusal:
+        add(
+            ERROR,
+            "layer-ids-wheel",
+            f"this wheel's runner reads ids {used_list} ({how}) and "
+            f"its target model refuses them at load: {refusal}",
+            dfile,
+            key,
+        )
+    elif used_list != pair.layer_ids:
+        add(
+            ERROR,
+            "layer-ids-wheel",
+            f"this wheel will use ids {used_list} ({how}), not the "
+            f"{pair.layer_ids} the drafter declares in {pair.layer_ids_key or 'no key'}",
+            dfile,
+            key,
+        )
+    else:
+        add(INFO, "layer-ids-wheel", f"this wheel will use ids {used_list} ({how})", dfile, key)
 
 
 def _ask_eagle31(pair: Pair, cls: type, add: Any) -> None:
@@ -1001,7 +1297,7 @@ def _ask_eagle31(pair: Pair, cls: type, add: Any) -> None:
     defines the resolved class must mention the flag."""
     import inspect
 
-    flags = [f for f in EAGLE31_WEIGHTS if pair.drafter_cfg.get(f)]
+    flags = [f for f in EAGLE31_FLAGS if _flag(pair.drafter_cfg, f)]
     if not flags:
         return
     try:
@@ -1032,20 +1328,46 @@ def _ask_eagle31(pair: Pair, cls: type, add: Any) -> None:
 def preflight(target_dir: Path, drafter_dir: Path, use_vllm: bool = True) -> list[Finding]:
     """All findings for a pair: the file rules, then the installed vLLM's answers.
 
-    Never raises for bad input: a missing directory, bad JSON or a truncated
-    safetensors header becomes one ``error`` finding (section ``input``)
-    naming the file, and nothing else is checked.
+    ``target_dir`` and ``drafter_dir`` are local directories or Hugging Face
+    Hub ids (``resolve_model_arg``). Never raises for bad input: a missing
+    directory, bad JSON, a truncated or missing safetensors file, or swapped
+    arguments become one ``error`` finding (section ``input``) naming the
+    file, and nothing else is checked.
     """
+    found: list[Finding] = []
     try:
-        pair = load_pair(target_dir, drafter_dir)
+        dirs = []
+        for arg, role in ((target_dir, "target"), (drafter_dir, "drafter")):
+            path, how = resolve_model_arg(str(arg), role)
+            dirs.append(path)
+            if how:
+                found.append(Finding(INFO, "hub-id", "input", how, str(path)))
+        pair = load_pair(dirs[0], dirs[1])
     except InputError as exc:
-        return [Finding(ERROR, "input", "input", str(exc))]
-    findings = check_pair(pair)
+        return [*found, Finding(ERROR, "input", "input", str(exc))]
+    swapped = swapped_arguments(pair)
+    if swapped is not None:
+        return [*found, swapped]
+    found += check_pair(pair)
+    count, shards = pair.target_weights
+    found.append(
+        Finding(
+            INFO,
+            "target-weights",
+            "target",
+            f"{count} tensors in {shards} safetensors file(s), each tensor's data inside its file"
+            if count
+            else "no *.safetensors in the target directory: its weights are not checked",
+            str(pair.target_dir),
+        )
+    )
     if use_vllm:
-        findings += ask_vllm(pair, findings)
+        found += ask_vllm(pair, found)
     else:
-        findings.append(Finding(INFO, "vllm", "vllm", "installed vLLM not asked (--no-vllm)"))
-    return findings
+        found.append(
+            Finding(INFO, "vllm", "vllm", "installed vLLM not asked (--no-vllm): file rules only")
+        )
+    return found
 
 
 def exit_code(findings: Sequence[Finding], strict: bool = False) -> int:
@@ -1073,10 +1395,18 @@ def render(findings: Sequence[Finding], target_dir: Path, drafter_dir: Path, str
     code = exit_code(findings, strict)
     lines.append(
         f"preflight: {counts[ERROR]} error(s), {counts[WARNING]} warning(s), "
-        f"{counts[NOTE]} note(s){' (--strict)' if strict else ''}: "
-        f"{'FAILED' if code else 'OK'}"
+        f"{counts[NOTE]} note(s){' (--strict)' if strict else ''}: {verdict(findings, code)}"
     )
     return "\n".join(lines)
+
+
+def verdict(findings: Sequence[Finding], code: int) -> str:
+    """``FAILED``; ``OK``; or, when the installed vLLM was not asked
+    (``--no-vllm``), ``OK (file rules only: vLLM not asked)``."""
+    if code:
+        return "FAILED"
+    asked = any(f.rule == "vllm" and f.message.startswith("vllm ") for f in findings)
+    return "OK" if asked else "OK (file rules only: vLLM not asked)"
 
 
 def to_json(findings: Sequence[Finding], target_dir: Path, drafter_dir: Path, strict: bool) -> str:
@@ -1087,6 +1417,7 @@ def to_json(findings: Sequence[Finding], target_dir: Path, drafter_dir: Path, st
             "drafter": str(drafter_dir),
             "strict": strict,
             "exit_code": exit_code(findings, strict),
+            "verdict": verdict(findings, exit_code(findings, strict)),
             "counts": {s: sum(f.severity == s for f in findings) for s in SEVERITIES},
             "findings": [asdict(f) for f in findings],
         },
@@ -1115,7 +1446,40 @@ def add_preflight_arguments(ap: argparse.ArgumentParser) -> None:
     )
 
 
+def _guarded_preflight(ns: argparse.Namespace) -> int:
+    """``run_preflight`` for parsed flags; an unexpected exception becomes one
+    line on stderr and exit 1, never a traceback."""
+    try:
+        return run_preflight(
+            ns.model, ns.drafter, as_json=ns.json, strict=ns.strict, use_vllm=not ns.no_vllm
+        )
+    except Exception as exc:  # noqa: BLE001 - last resort: one line, never a traceback
+        print(
+            f"preflight: FAILED: unexpected {_first_line(exc)} (a bug in this script; "
+            "please report it with the two config.json files)",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def preflight_main(argv: list[str], prog: str = "vpq preflight") -> int:
+    """The preflight alone (``python -m vpq preflight`` in the repository):
+    ``--model`` and ``--drafter`` are required; usage errors exit 2. Needs
+    only the standard library, so any Python runs it, and the Python that
+    runs it decides which vLLM is asked."""
+    ap = argparse.ArgumentParser(
+        prog=prog, description="Preflight a target + EAGLE-3 drafter pair offline."
+    )
+    add_preflight_arguments(ap)
+    ns = ap.parse_args(argv)
+    if not (ns.model and ns.drafter):
+        ap.error("preflight needs --model TARGET_DIR and --drafter HEAD_DIR")
+    return _guarded_preflight(ns)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """``verify_install.py``: the install check, or with ``--model`` and
+    ``--drafter`` the preflight. Returns the exit code."""
     ap = argparse.ArgumentParser(
         prog="verify_install.py",
         description="Check the installed patched vLLM, or (with --model and --drafter) "
@@ -1126,17 +1490,7 @@ def main(argv: list[str] | None = None) -> int:
     if ns.model or ns.drafter:
         if not (ns.model and ns.drafter):
             ap.error("--model and --drafter go together")
-        try:
-            return run_preflight(
-                ns.model, ns.drafter, as_json=ns.json, strict=ns.strict, use_vllm=not ns.no_vllm
-            )
-        except Exception as exc:  # noqa: BLE001 - last resort: one line, never a traceback
-            print(
-                f"preflight: FAILED: unexpected {_first_line(exc)} (a bug in this script; "
-                "please report it with the two config.json files)",
-                file=sys.stderr,
-            )
-            return 1
+        return _guarded_preflight(ns)
     if ns.json or ns.strict or ns.no_vllm:
         ap.error("--json, --strict and --no-vllm need --model and --drafter")
     try:

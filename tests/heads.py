@@ -1,16 +1,19 @@
 """Tiny EAGLE-3 heads for the preflight tests: ``config.json`` plus a small
 safetensors file written with the ``safetensors`` library.
 
-One builder per public head shape (``HEADS``); each returns the config dict
-and the tensors (name -> numpy array) so a test can break exactly one thing
-before ``write_head`` puts them on disk. Targets come from ``vpq.fixture``
-(the tiny Kimi-K2.5, hidden 256, vocabulary 1024, N layers).
+One builder per public head shape (``HEADS``, named after
+``vpq.fixture.HEAD_SHAPES``, whose configs they use); each returns the
+config dict and the tensors (name -> numpy array) so a test can break
+exactly one thing before ``write_head`` puts them on disk. Targets come
+from ``vpq.fixture`` (the tiny Kimi-K2.5, hidden 256, vocabulary 1024, N
+layers).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -46,101 +49,78 @@ def _tensors(
     }
 
 
-def _llama_config(ids: list[int] | None) -> dict[str, Any]:
-    cfg: dict[str, Any] = {
-        "model_type": "llama",
-        "architectures": ["LlamaForCausalLMEagle3"],
-        "hidden_size": HIDDEN,
-        "intermediate_size": 512,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 4,
-        "vocab_size": VOCAB,
-        "draft_vocab_size": DRAFT_VOCAB,
-        "target_hidden_size": HIDDEN,
-        "max_position_embeddings": 2048,
-        "rms_norm_eps": 1e-6,
-        "hidden_act": "silu",
-        "tie_word_embeddings": False,
-        "torch_dtype": "float16",
-    }
-    if ids is not None:
-        cfg["eagle_aux_hidden_state_layer_ids"] = list(ids)
-    return cfg
+#: The test heads by name, each a shape of ``vpq.fixture.HEAD_SHAPES`` (the one
+#: catalogue of public head shapes; the engine tier and the head matrix use it too).
+SHAPES = {
+    "llama-top-level-ids": "llama-top",
+    "llama-no-ids": "llama-absent",
+    "llama-eagle-config-ids": "llama-nested",
+    "mla-deepseek_v2": "mla-deepseek_v2",
+    "mla-kimi_k2": "mla-kimi_k2",
+    "eagle3.1-fc_norm": "eagle3.1-llama",
+    "eagle3.1-mla": "eagle3.1-mla",
+}
+
+
+def _fc_norms(k: int = 3) -> dict[str, np.ndarray]:
+    """EAGLE 3.1's per-state norms as real checkpoints store them: upstream's
+    ``nn.ModuleList`` of one RMSNorm per aux state, ``fc_norm.0.weight`` ...
+    ``fc_norm.{k-1}.weight``, each ``[target_hidden]`` (vLLM 0.22.0's
+    ``llama_eagle3.py`` and ``deepseek_eagle3.py``)."""
+    return {f"fc_norm.{i}.weight": np.ones(HIDDEN, np.float16) for i in range(k)}
+
+
+def head(name: str) -> Head:
+    """The head ``name`` (a key of ``SHAPES``): ``vpq.fixture``'s config for its
+    shape with ids ``IDS`` and a draft vocabulary of ``DRAFT_VOCAB`` (so
+    ``d2t`` and ``t2d`` are needed), and the tensors its shape has."""
+    cfg: dict[str, Any] = fixture.eagle3_head_config(SHAPES[name], tuple(IDS))
+    cfg["draft_vocab_size"] = DRAFT_VOCAB
+    tensors = _tensors()
+    if cfg.get("fc_norm"):
+        tensors |= _fc_norms()
+    return cfg, tensors
 
 
 def llama_top_level() -> Head:
     """``LlamaForCausalLMEagle3`` with top-level ``eagle_aux_hidden_state_layer_ids``."""
-    return _llama_config(IDS), _tensors()
+    return head("llama-top-level-ids")
 
 
 def llama_no_ids() -> Head:
     """A Llama head that declares no ids: the target's default is used."""
-    return _llama_config(None), _tensors()
+    return head("llama-no-ids")
 
 
 def llama_nested_ids() -> Head:
     """A Llama head with the ids under ``eagle_config`` only."""
-    cfg = _llama_config(None)
-    cfg["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": list(IDS)}
-    return cfg, _tensors()
-
-
-def _mla_config(model_type: str) -> dict[str, Any]:
-    return {
-        "model_type": model_type,
-        "architectures": ["Eagle3DeepseekV2ForCausalLM"],
-        "hidden_size": HIDDEN,
-        "intermediate_size": 512,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 16,
-        "num_key_value_heads": 16,
-        "kv_lora_rank": 512,
-        "q_lora_rank": 128,
-        "qk_rope_head_dim": 64,
-        "qk_nope_head_dim": 128,
-        "v_head_dim": 128,
-        "n_routed_experts": None,
-        "first_k_dense_replace": 1,
-        "vocab_size": VOCAB,
-        "draft_vocab_size": DRAFT_VOCAB,
-        "target_hidden_size": HIDDEN,
-        "eagle_aux_hidden_state_layer_ids": list(IDS),
-        "max_position_embeddings": 2048,
-        "rms_norm_eps": 1e-6,
-        "hidden_act": "silu",
-        "rope_theta": 10000.0,
-        "tie_word_embeddings": False,
-        "torch_dtype": "float16",
-    }
+    return head("llama-eagle-config-ids")
 
 
 def mla_deepseek_v2() -> Head:
     """An MLA head ``Eagle3DeepseekV2ForCausalLM`` typed ``deepseek_v2``."""
-    return _mla_config("deepseek_v2"), _tensors()
+    return head("mla-deepseek_v2")
 
 
 def mla_kimi_k2() -> Head:
     """The same MLA head typed ``kimi_k2``."""
-    return _mla_config("kimi_k2"), _tensors()
+    return head("mla-kimi_k2")
 
 
 def eagle31() -> Head:
-    """An EAGLE 3.1 Llama head: ``fc_norm`` + ``norm_output``, ids under ``eagle_config``."""
-    cfg, tensors = llama_nested_ids()
-    cfg.update(fc_norm=True, norm_output=True)
-    tensors["fc_norm.weight"] = np.zeros(3 * HIDDEN, np.float16)
-    return cfg, tensors
+    """An EAGLE 3.1 Llama head: ``fc_norm`` + ``norm_output``, ids under ``eagle_config``,
+    ``fc_norm.0.weight`` ... as real checkpoints store them."""
+    return head("eagle3.1-fc_norm")
 
 
-HEADS: dict[str, Callable[[], Head]] = {
-    "llama-top-level-ids": llama_top_level,
-    "llama-no-ids": llama_no_ids,
-    "llama-eagle-config-ids": llama_nested_ids,
-    "mla-deepseek_v2": mla_deepseek_v2,
-    "mla-kimi_k2": mla_kimi_k2,
-    "eagle3.1-fc_norm": eagle31,
-}
+def eagle31_mla() -> Head:
+    """An EAGLE 3.1 MLA head (Kimi-K2.6 ``eagle3.1-mla`` style):
+    ``Eagle3DeepseekV2ForCausalLM`` typed ``kimi_k2``, ``fc_norm`` +
+    ``norm_output``, ids under ``eagle_config``."""
+    return head("eagle3.1-mla")
+
+
+HEADS: dict[str, Callable[[], Head]] = {name: partial(head, name) for name in SHAPES}
 
 
 def write_head(dest: Path, head: Head, *, shards: int = 1) -> Path:

@@ -195,11 +195,11 @@ def cmd_fetch(ns: argparse.Namespace) -> int:
 
 
 def cmd_fixture(ns: argparse.Namespace) -> int:
-    """``vpq fixture DEST``: write the tiny Kimi-K2.5 checkpoint and EAGLE-3 head."""
+    """``vpq fixture DEST``: write the tiny Kimi-K2.5 checkpoint and EAGLE-3
+    heads, with weights unless ``--no-weights``."""
     from vpq import fixture
 
-    dest = Path(ns.dest).resolve()
-    for path in [*fixture.write_fixture(dest), *fixture.write_fixture_heads(dest)]:
+    for path in fixture.write_tiny_checkpoints(Path(ns.dest).resolve(), not ns.no_weights):
         print(path)
     return 0
 
@@ -324,10 +324,15 @@ def _add_files(sub: argparse._SubParsersAction) -> None:
     f.set_defaults(func=cmd_fetch)
     x = sub.add_parser(
         "fixture",
-        help="write the tiny Kimi-K2.5 target and EAGLE-3 drafters (Llama, MLA, EAGLE 3.1; "
-        "no weights) into DEST",
+        help="write the tiny Kimi-K2.5 target and EAGLE-3 drafters (Llama, MLA, EAGLE 3.1 "
+        "Llama and MLA) with safetensors weights into DEST (nox -s tiny_checkpoints)",
     )
     x.add_argument("dest")
+    x.add_argument(
+        "--no-weights",
+        action="store_true",
+        help="config and tokenizer only (for vLLM's load_format=dummy)",
+    )
     x.set_defaults(func=cmd_fixture)
 
 

@@ -24,7 +24,8 @@
   ``KimiK25Config`` and its own processor wrapper
   (``MoonshotKimiVAutoProcessor``).
 - no weights: load it with vLLM's ``load_format="dummy"`` (random weights,
-  the same for every run).
+  the same for every run), or write ``vpq.scripted``'s with
+  ``write_tiny_checkpoints`` (``python -m vpq fixture DEST``).
 
 ``write_tiny_eagle3_drafter(dest)`` writes a matching one-layer
 ``LlamaForCausalLMEagle3`` head (``config.json`` only; also dummy-loaded)
@@ -328,6 +329,20 @@ def write_eagle3_head(
     dest: Path, shape: str, aux_layer_ids: tuple[int, ...] = AUX_LAYER_IDS
 ) -> Path:
     """Write ``dest/config.json`` for a one-layer head of ``shape`` (a key of
+    ``HEAD_SHAPES``): ``eagle3_head_config``.
+
+    Raises:
+        KeyError: ``shape`` is not in ``HEAD_SHAPES``.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    _write_json(dest / "config.json", eagle3_head_config(shape, aux_layer_ids))
+    return dest
+
+
+def eagle3_head_config(
+    shape: str, aux_layer_ids: tuple[int, ...] = AUX_LAYER_IDS
+) -> dict[str, object]:
+    """The ``config.json`` of a one-layer head of ``shape`` (a key of
     ``HEAD_SHAPES``), sized for the tiny target (hidden 256, vocabulary 1024).
 
     MLA heads keep Kimi-K2's attention shapes (as the target's text config)
@@ -337,7 +352,6 @@ def write_eagle3_head(
         KeyError: ``shape`` is not in ``HEAD_SHAPES``.
     """
     arch, model_type, ids_at, eagle31 = HEAD_SHAPES[shape]
-    dest.mkdir(parents=True, exist_ok=True)
     cfg: dict[str, object] = {
         "model_type": model_type,
         "architectures": [arch],
@@ -370,8 +384,7 @@ def write_eagle3_head(
         }
     if eagle31:
         cfg.update(fc_norm=True, norm_output=True)
-    _write_json(dest / "config.json", cfg)
-    return dest
+    return cfg
 
 
 TARGET_DIR = "kimi-k25-tiny"
@@ -391,6 +404,28 @@ GPU_HEADS = {"eagle3-mla-tiny": "mla-deepseek_v2", "eagle3.1-tiny": "eagle3.1-ll
 def write_fixture_heads(dest: Path) -> list[Path]:
     """Write the ``GPU_HEADS`` under ``dest``, each reading ``AUX_LAYER_IDS``."""
     return [write_eagle3_head(dest / name, shape) for name, shape in GPU_HEADS.items()]
+
+
+#: What ``python -m vpq fixture DEST`` writes beside the target: a directory
+#: name per head and its shape (``HEAD_SHAPES``): the plain Llama head, the
+#: GPU tests' heads, and an EAGLE 3.1 MLA head.
+TINY_HEADS = {DRAFTER_DIR: "llama-top", **GPU_HEADS, "eagle3.1-mla-tiny": "eagle3.1-mla"}
+
+
+def write_tiny_checkpoints(dest: Path, weights: bool = True) -> list[Path]:
+    """Write the tiny target ``dest/kimi-k25-tiny`` and the ``TINY_HEADS``,
+    each with ``model.safetensors`` (``vpq.scripted``'s weights; needs
+    ``numpy`` and ``safetensors``) unless ``weights`` is false. Returns the
+    directories, target first."""
+    target = write_tiny_kimi_k25(dest / TARGET_DIR)
+    head_dirs = [write_eagle3_head(dest / name, shape) for name, shape in TINY_HEADS.items()]
+    if weights:
+        from vpq import scripted
+
+        scripted.write_target_weights(target)
+        for head in head_dirs:
+            scripted.write_head_weights(head)
+    return [target, *head_dirs]
 
 
 def _write_json(path: Path, obj: object) -> None:

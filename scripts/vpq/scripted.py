@@ -120,16 +120,20 @@ def _slot_writer(layer: int, hidden: int, inter: int, prefix: str) -> dict[str, 
     }
 
 
-def _mla_attention(text: dict[str, Any], prefix: str) -> dict[str, Any]:
-    """Kimi-K2's MLA attention weights, all zero except the norms (writes nothing)."""
+def _mla_attention(text: dict[str, Any], prefix: str, in_dim: int = 0) -> dict[str, Any]:
+    """Kimi-K2's MLA attention weights, all zero except the norms (writes nothing).
+
+    ``in_dim``: the width the projections read (default ``hidden_size``; an
+    EAGLE-3 head's first layer reads ``2 * hidden_size``)."""
     h, heads = int(text["hidden_size"]), int(text["num_attention_heads"])
+    d_in = in_dim or h
     q_lora, kv_lora = int(text["q_lora_rank"]), int(text["kv_lora_rank"])
     nope, rope, v = (int(text[k]) for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"))
     return {
-        f"{prefix}.q_a_proj.weight": _zeros(q_lora, h),
+        f"{prefix}.q_a_proj.weight": _zeros(q_lora, d_in),
         f"{prefix}.q_a_layernorm.weight": _ones(q_lora),
         f"{prefix}.q_b_proj.weight": _zeros(heads * (nope + rope), q_lora),
-        f"{prefix}.kv_a_proj_with_mqa.weight": _zeros(kv_lora + rope, h),
+        f"{prefix}.kv_a_proj_with_mqa.weight": _zeros(kv_lora + rope, d_in),
         f"{prefix}.kv_a_layernorm.weight": _ones(kv_lora),
         f"{prefix}.kv_b_proj.weight": _zeros(heads * (nope + v), kv_lora),
         f"{prefix}.o_proj.weight": _zeros(h, heads * v),
@@ -229,8 +233,17 @@ def write_target_weights(target: Path) -> Path:
 
 
 def _head_layer(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The head's one Llama decoder layer (``midlayer.``): writes nothing."""
+    """The head's one decoder layer (``midlayer.``): writes nothing.
+
+    Llama heads get Llama attention; MLA heads (``kv_lora_rank`` in the
+    config) Kimi-K2's MLA attention reading ``2 * hidden_size``, as
+    ``deepseek_eagle3``'s first layer does. Both get a dense MLP."""
     h, inter = int(cfg["hidden_size"]), int(cfg["intermediate_size"])
+    if "kv_lora_rank" in cfg:
+        out = _mla_attention(cfg, "midlayer.self_attn", in_dim=2 * h)
+        for norm in ("input_layernorm", "hidden_norm", "post_attention_layernorm"):
+            out[f"midlayer.{norm}.weight"] = _ones(h)
+        return out | _slot_writer(-1, h, inter, "midlayer.mlp")
     heads, kv = int(cfg["num_attention_heads"]), int(cfg["num_key_value_heads"])
     dim = h // heads
     p = "midlayer"
@@ -246,20 +259,17 @@ def _head_layer(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_head_weights(head: Path) -> Path:
-    """Write ``model.safetensors`` for the Llama-shaped EAGLE-3 head at ``head``.
+    """Write ``model.safetensors`` for the EAGLE-3 head at ``head`` (its
+    ``config.json`` decides the shapes).
 
-    An EAGLE 3.1 head (``fc_norm`` in its config) gets one norm per aux
-    state, ``fc_norm.0.weight`` ... (upstream's ``nn.ModuleList`` layout).
-    Returns the file.
-
-    Raises:
-        ValueError: the head is not Llama-shaped (MLA heads are not scripted).
+    ``fc`` and ``lm_head`` are scripted (see above); the layer writes
+    nothing, Llama or MLA (``_head_layer``). An EAGLE 3.1 head (``fc_norm``
+    in its config) gets one norm per aux state, ``fc_norm.0.weight`` ...
+    (upstream's ``nn.ModuleList`` layout). Returns the file.
     """
     from safetensors.numpy import save_file
 
     cfg = json.loads((head / "config.json").read_text())
-    if cfg.get("model_type") != "llama":
-        raise ValueError(f"{head}: only Llama-shaped heads are scripted, not {cfg['model_type']}")
     h, vocab = int(cfg["hidden_size"]), int(cfg["draft_vocab_size"])
     n_aux = 3
     fc, lm_head = _zeros(h, n_aux * h), _zeros(vocab, h)

@@ -27,6 +27,8 @@ LLAMA = ["llama-top-level-ids", "llama-no-ids"]
 NESTED = ["llama-eagle-config-ids", "eagle3.1-fc_norm"]
 MLA = ["mla-deepseek_v2", "mla-kimi_k2"]
 TRAP = "mla-deepseek_v3-trap"
+OUT_OF_RANGE = "llama-ids-out-of-range"
+EAGLE31 = ["eagle3.1-fc_norm", "eagle3.1-mla"]
 
 
 @pytest.fixture(scope="session")
@@ -39,6 +41,9 @@ def pair_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     cfg, tensors = heads.mla_deepseek_v2()
     cfg["model_type"] = "deepseek_v3"
     heads.write_head(hd / TRAP, (cfg, tensors))
+    cfg, tensors = heads.llama_top_level()
+    cfg["eagle_aux_hidden_state_layer_ids"] = [1, 4, 12]  # N = 8
+    heads.write_head(hd / OUT_OF_RANGE, (cfg, tensors))
     return target, hd
 
 
@@ -223,3 +228,30 @@ def test_the_copied_script_fails_on_upstream(upstream_python, pair_dirs) -> None
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
     assert "Traceback" not in proc.stdout + proc.stderr
     assert proc.stdout.splitlines()[-1].endswith(": FAILED")
+
+
+@pytest.mark.parametrize("name", EAGLE31)
+def test_patched_wheel_serves_eagle31_heads_in_the_module_list_layout(patched, name) -> None:
+    """EAGLE 3.1 heads with ``fc_norm.0.weight`` ... as real checkpoints store
+    them: the series (0.17.1 + the EAGLE 3.1 backports) serves them."""
+    res = patched["preflight"][name]
+    assert errors(res) == [] and res["exit"] == 0, res
+    (e,) = [f for f in by_rule(res, "eagle31") if f["key"] == "fc_norm"]
+    assert e["message"] == (
+        "EAGLE 3.1: fc_norm set, fc_norm.0.weight ... fc_norm.2.weight, [256] each present"
+    )
+
+
+def test_patched_wheel_refuses_out_of_range_ids_and_the_preflight_says_so(patched) -> None:
+    """Ids [1, 4, 12] on the 8-layer target: the wheel's DeepSeek model
+    raises ValueError at load; the report gives that refusal, not the ids as used."""
+    res = patched["preflight"][OUT_OF_RANGE]
+    (ids,) = by_rule(res, "layer-ids-wheel")
+    assert ids["severity"] == "error", ids
+    assert ids["message"].startswith(
+        "this wheel's runner reads ids [1, 4, 12] (from the drafter config) and its target "
+        "model refuses them at load: ValueError: EAGLE-3 aux hidden state layer ids [12] are "
+        "out of range for DeepseekV3ForCausalLM: valid ids are 0..8"
+    ), ids
+    assert "will use" not in ids["message"]
+    assert set(errors(res)) == {"layer-id-range", "layer-ids-wheel"} and res["exit"] == 1

@@ -146,14 +146,23 @@ def test_output_is_deterministic(tmp_path: Path) -> None:
             assert (da / name).read_bytes() == (db / name).read_bytes(), name
 
 
-def test_cli_writes_the_fixture(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_writes_the_fixture_with_weights(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert cli.main(["fixture", str(tmp_path / "fx")]) == 0
     out = capsys.readouterr().out.split()
-    assert out == [
-        str(tmp_path / "fx" / n)
-        for n in (fixture.TARGET_DIR, fixture.DRAFTER_DIR, *fixture.GPU_HEADS)
-    ]
+    assert out == [str(tmp_path / "fx" / n) for n in (fixture.TARGET_DIR, *fixture.TINY_HEADS)]
     assert (tmp_path / "fx" / fixture.TARGET_DIR / "tokenizer.json").is_file()
+    assert all((Path(d) / "model.safetensors").is_file() for d in out)
+
+
+def test_cli_writes_configs_only_with_no_weights(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["fixture", str(tmp_path / "fx"), "--no-weights"]) == 0
+    out = capsys.readouterr().out.split()
+    assert len(out) == 1 + len(fixture.TINY_HEADS)
+    assert not list((tmp_path / "fx").glob("*/*.safetensors"))
 
 
 def test_gpu_heads_are_an_mla_head_and_an_eagle3_1_head_with_nested_ids(tmp_path: Path) -> None:

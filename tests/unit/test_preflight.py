@@ -57,6 +57,7 @@ EXPECTED_ON_GOOD_HEADS = {
     "mla-deepseek_v2": [],
     "mla-kimi_k2": [],
     "eagle3.1-fc_norm": [],
+    "eagle3.1-mla": [],
 }
 
 
@@ -104,7 +105,9 @@ def test_a_sharded_head_is_read_through_its_index(target: Path, tmp_path: Path) 
     findings = preflight(target, head)
     assert problems(findings) == [] and vi.exit_code(findings) == 0
     (e,) = [x for x in findings if x.rule == "eagle31" and x.key == "fc_norm"]
-    assert "fc_norm.weight [768] present" in e.message
+    assert e.message == (
+        "EAGLE 3.1: fc_norm set, fc_norm.0.weight ... fc_norm.2.weight, [256] each present"
+    )
 
 
 # --- each rule, broken in exactly one way -----------------------------------
@@ -169,11 +172,19 @@ BROKEN: list[tuple[str, Callable[[], heads.Head], Mutate, list[tuple[str, str]],
     ),
     ("mla-without-kv_lora_rank", heads.mla_kimi_k2, _del("kv_lora_rank"), [("error", "mla")], 1, 1),
     (
-        "eagle31-fc_norm-weight-missing",
-        heads.eagle31,
-        _tensor("fc_norm.weight", None),
+        "norm_before_fc-without-input_norm",
+        heads.llama_top_level,
+        _set(norm_before_fc=True),
         [("error", "eagle31-weights")],
         1,
+        1,
+    ),
+    (
+        "input_norm-without-norm_before_fc",
+        heads.llama_top_level,
+        _tensor("input_norm.weight", (3 * H,)),
+        [("warning", "eagle31-weights")],
+        0,
         1,
     ),
     (
@@ -401,6 +412,56 @@ def test_each_rule_gives_exactly_its_finding(
     assert vi.exit_code(findings, strict=True) == strict_code
 
 
+FC_NORM_BROKEN: list[tuple[str, Callable[[], heads.Head], Mutate, str]] = [
+    ("one-norm-missing", heads.eagle31, _tensor("fc_norm.1.weight", None), "no fc_norm.1.weight"),
+    (
+        "a-single-fc_norm-weight",
+        heads.eagle31,
+        _both(
+            *(_tensor(f"fc_norm.{i}.weight", None) for i in range(3)),
+            _tensor("fc_norm.weight", (3 * H,)),
+        ),
+        "the checkpoint has a single fc_norm.weight [768], but vLLM builds fc_norm as one "
+        "RMSNorm per aux state",
+    ),
+    (
+        "a-norm-of-the-wrong-width",
+        heads.eagle31,
+        _tensor("fc_norm.2.weight", (3 * H,)),
+        "fc_norm.2.weight [768]",
+    ),
+    (
+        "more-norms-than-states",
+        heads.eagle31,
+        _tensor("fc_norm.3.weight", (H,)),
+        "fc_norm.3.weight for a state fc does not take",
+    ),
+    (
+        "mla-norm-missing",
+        heads.eagle31_mla,
+        _tensor("fc_norm.0.weight", None),
+        "no fc_norm.0.weight",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "build", "mutate", "needle"), FC_NORM_BROKEN, ids=[b[0] for b in FC_NORM_BROKEN]
+)
+def test_fc_norm_in_the_module_list_layout_is_checked_norm_by_norm(
+    case, build, mutate, needle, target: Path, tmp_path: Path
+) -> None:
+    """EAGLE 3.1's ``fc_norm`` weights as upstream's ``nn.ModuleList`` names
+    them (``fc_norm.0.weight`` ...), one ``[target_hidden]`` norm per aux
+    state; a broken one is one error saying what is wrong."""
+    cfg, tensors = build()
+    mutate(cfg, tensors)
+    findings = preflight(target, heads.write_head(tmp_path / case, (cfg, tensors)))
+    assert problems(findings) == [("error", "eagle31-weights")], findings
+    (e,) = [f for f in findings if f.rule == "eagle31-weights"]
+    assert e.key == "fc_norm" and needle in e.message, e.message
+
+
 def test_target_without_num_hidden_layers_is_an_error(target: Path, tmp_path: Path) -> None:
     cfg = json.loads((target / "config.json").read_text())
     del cfg["text_config"]["num_hidden_layers"]
@@ -493,7 +554,9 @@ def test_bad_input_is_one_line_naming_the_file(
 def test_script_passes_a_good_pair_and_prints_a_summary(target: Path, tmp_path: Path) -> None:
     proc = script("--model", str(target), "--drafter", str(_head(tmp_path)), "--no-vllm")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.splitlines()[-1] == "preflight: 0 error(s), 0 warning(s), 0 note(s): OK"
+    assert proc.stdout.splitlines()[-1] == (
+        "preflight: 0 error(s), 0 warning(s), 0 note(s): OK (file rules only: vLLM not asked)"
+    )
 
 
 def test_strict_turns_a_warning_into_exit_1(target: Path, tmp_path: Path) -> None:
@@ -538,9 +601,11 @@ def test_usage_errors_exit_2(args: list[str]) -> None:
     assert "usage:" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_without_vllm_it_says_so(target: Path, tmp_path: Path) -> None:
-    """In the test venv vLLM is not installed: the rules still run, and a
-    warning says the wheel's verdicts are unknown."""
+def test_without_vllm_it_fails_and_says_only_the_file_rules_ran(
+    target: Path, tmp_path: Path
+) -> None:
+    """In the test venv vLLM is not installed: the rules still run, and an
+    error (not a full OK) says the wheel's verdicts are unknown."""
     try:
         import vllm  # noqa: F401
 
@@ -548,8 +613,12 @@ def test_without_vllm_it_says_so(target: Path, tmp_path: Path) -> None:
     except ImportError:
         pass
     findings = vi.preflight(target, _head(tmp_path), use_vllm=True)
-    assert problems(findings) == [("warning", "vllm")]
-    assert "vLLM does not import" in findings[-1].message
+    assert problems(findings) == [("error", "vllm")]
+    assert "vLLM does not import in this Python" in findings[-1].message
+    assert "only the file rules ran" in findings[-1].message
+    assert vi.exit_code(findings) == 1
+    proc = script("--model", str(target), "--drafter", str(_head(tmp_path / "again")))
+    assert proc.returncode == 1 and proc.stdout.splitlines()[-1].endswith(": FAILED")
 
 
 def test_vpq_preflight_uses_the_same_rules(target: Path, tmp_path: Path, capsys) -> None:

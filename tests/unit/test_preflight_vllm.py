@@ -28,6 +28,18 @@ class Target:
     eagle3 = True
 
 
+class TextModel:
+    """Stands in for the target's text model class (``DeepseekV3ForCausalLM``):
+    refuses ids outside ``0..N`` at set time, as the series does."""
+
+    def set_aux_hidden_state_layers(self, layers: tuple[int, ...]) -> None:
+        n = self.config.num_hidden_layers  # type: ignore[attr-defined]
+        bad = [i for i in layers if not 0 <= i <= n]
+        if bad:
+            raise ValueError(f"EAGLE-3 aux hidden state layer ids {bad} are out of range")
+        self.model.aux_hidden_state_layers = layers  # type: ignore[attr-defined]
+
+
 def fake_vllm(
     monkeypatch: pytest.MonkeyPatch,
     *,
@@ -36,16 +48,16 @@ def fake_vllm(
     refuse: str | None = None,
     reads_nested: bool = False,
     rewrites_deepseek_v3: bool = True,
+    text_model: bool = True,
 ) -> None:
     """Put a stand-in ``vllm`` (and ``transformers.PretrainedConfig``) in sys.modules."""
 
     class Registry:
         def _try_load_model_cls(self, arch: str) -> type | None:
-            return (
-                Target
-                if arch == "KimiK25ForConditionalGeneration"
-                else (Drafter if arch in registered else None)
-            )
+            classes = {"KimiK25ForConditionalGeneration": Target}
+            if text_model:
+                classes["DeepseekV3ForCausalLM"] = TextModel
+            return classes.get(arch, Drafter if arch in registered else None)
 
         def get_supported_archs(self) -> set[str]:
             return {"KimiK25ForConditionalGeneration", *registered}
@@ -205,3 +217,54 @@ def test_the_mtp_trap_follows_the_wheels_override(monkeypatch, target, tmp_path,
     else:
         assert trap.severity == "info" and "NOT rewritten" in trap.message
         assert vi.exit_code(findings) == 0
+
+
+def test_out_of_range_ids_give_the_wheels_refusal_not_ids_in_use(
+    monkeypatch, target, tmp_path
+) -> None:
+    """Ids [1, 4, 12] on an 8-layer target: the runner reads them, the
+    target's text model refuses them; the preflight must not show them as used."""
+    fake_vllm(monkeypatch)
+    cfg, tensors = heads.llama_top_level()
+    cfg["eagle_aux_hidden_state_layer_ids"] = [1, 4, 12]
+    findings = vi.preflight(target, heads.write_head(tmp_path / "h", (cfg, tensors)))
+    (ids,) = [f for f in findings if f.rule == "layer-ids-wheel"]
+    assert ids.severity == "error"
+    assert ids.message == (
+        "this wheel's runner reads ids [1, 4, 12] (from the drafter config) and its target "
+        "model refuses them at load: ValueError: EAGLE-3 aux hidden state layer ids [12] "
+        "are out of range"
+    )
+    assert "will use" not in ids.message
+
+
+def test_a_target_model_that_cannot_be_asked_is_a_note(monkeypatch, target, tmp_path) -> None:
+    fake_vllm(monkeypatch, text_model=False)
+    findings = vi.preflight(target, heads.write_head(tmp_path / "h", heads.llama_top_level()))
+    got = [(f.severity, f.message) for f in findings if f.rule == "layer-ids-wheel"]
+    assert got == [
+        (
+            "note",
+            "could not ask the target model whether it takes ids [1, 4, 6]: "
+            "LookupError: DeepseekV3ForCausalLM has no set_aux_hidden_state_layers in this wheel",
+        ),
+        ("info", "this wheel will use ids [1, 4, 6] (from the drafter config)"),
+    ]
+
+
+def test_a_text_config_without_architectures_is_asked_by_its_model_type(
+    monkeypatch, target, tmp_path
+) -> None:
+    """Kimi-K2.5's ``text_config`` need not name its architecture: the ids
+    check asks ``DeepseekV3ForCausalLM``, from ``model_type: deepseek_v3``."""
+    fake_vllm(monkeypatch)
+    cfg = json.loads((target / "config.json").read_text())
+    del cfg["text_config"]["architectures"]
+    bare = tmp_path / "target"
+    bare.mkdir()
+    (bare / "config.json").write_text(json.dumps(cfg))
+    head_cfg, tensors = heads.llama_top_level()
+    head_cfg["eagle_aux_hidden_state_layer_ids"] = [1, 4, 12]
+    findings = vi.preflight(bare, heads.write_head(tmp_path / "h", (head_cfg, tensors)))
+    got = [(f.severity, f.message) for f in findings if f.rule == "layer-ids-wheel"]
+    assert len(got) == 1 and got[0][0] == "error" and "refuses them at load" in got[0][1], got
