@@ -1,6 +1,7 @@
 """nox sessions: thin wiring over the ``vpq`` package in scripts/.
 
 nox -s build_wheel            apply the series, build + audit wheels into dist/
+nox -s publish                package index + requirements.txt + constraints.txt in dist/
 nox -s tests                  unit and integration tests (CPU)
 nox -s rebase_upstream        move the pin to a new upstream release (see README)
 nox -s gpu_tests              EAGLE-3 engine tests on a CUDA host (one skip line elsewhere)
@@ -54,6 +55,14 @@ def _vpq(session: nox.Session, command: str) -> None:
 def build_wheel(session: nox.Session) -> None:
     """Build one audited wheel per pinned platform into dist/. Args go to `vpq build`."""
     _vpq(session, "build")
+
+
+@nox.session
+def publish(session: nox.Session) -> None:
+    """A static package index (PEP 503/691, hashed links), requirements.txt
+    (our wheel by hash) and constraints.txt next to dist/'s wheels; see README,
+    'Deploying to a fleet'. Args go to `vpq publish`."""
+    _vpq(session, "publish")
 
 
 @nox.session
