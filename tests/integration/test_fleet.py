@@ -1,0 +1,101 @@
+"""Fleet distribution on the real pin: the published index over the real
+wheels, constraints.txt against the upstream release, and the Containerfile's
+steps run in a venv that holds upstream vLLM 0.17.1 the way the image does."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from vpq import build, lock, publish
+from vpq import venv as envs
+
+from tests.conftest import REPO_ROOT
+from tests.fleet import Recipe, offline_env, run_steps
+
+CONTAINERFILE = REPO_ROOT / "Containerfile"
+
+
+@pytest.fixture(scope="session")
+def published(built: dict[str, build.Result]) -> Path:
+    """Both platforms' real wheels, published where they were built."""
+    dist = built["x86_64"].wheel.path.parent
+    publish.publish(REPO_ROOT, dist)
+    return dist
+
+
+def _constraints(dist: Path) -> list[Requirement]:
+    lines = (dist / "constraints.txt").read_text().splitlines()
+    return [Requirement(ln) for ln in lines if ln and not ln.startswith("#")]
+
+
+def test_constraints_stay_inside_the_upstream_release_wheels_requirements(
+    published: Path, upstream_wheel: Path
+) -> None:
+    upstream = {}
+    for line in publish.read_wheel(upstream_wheel).requires_dist:
+        req = Requirement(line)
+        if req.marker is None or "extra" not in str(req.marker):
+            upstream[canonicalize_name(req.name)] = req
+    got = _constraints(published)
+    assert {canonicalize_name(r.name) for r in got} == set(upstream)
+    for req in got:
+        (spec,) = list(req.specifier) if "==" in str(req.specifier) else [None]
+        if spec is not None:  # exact: inside upstream's own range
+            assert upstream[canonicalize_name(req.name)].specifier.contains(spec.version), req
+    assert "torch==2.10.0" in {str(r) for r in got}
+
+
+def test_containerfile_builds_on_the_pinned_upstream_image(pin: lock.Lock) -> None:
+    assert Recipe(CONTAINERFILE, REPO_ROOT).base_image() == f"vllm/vllm-openai:v{pin.version}"
+
+
+def _hadolint(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["hadolint", str(path)], capture_output=True, text=True)
+
+
+def test_hadolint_passes_the_recipe_and_catches_an_untagged_base(tmp_path: Path) -> None:
+    ok = _hadolint(CONTAINERFILE)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    bad = tmp_path / "Containerfile"
+    base = Recipe(CONTAINERFILE, REPO_ROOT).base_image()
+    bad.write_text(CONTAINERFILE.read_text().replace(base, base.split(":")[0]))
+    caught = _hadolint(bad)
+    assert caught.returncode != 0 and "DL3006" in caught.stdout, caught.stdout
+
+
+def _is_install(step: object) -> bool:
+    return getattr(step, "cmd", "").upper() == "RUN" and bool(getattr(step, "flags", ()))
+
+
+def test_recipe_turns_the_upstream_image_into_one_that_passes_verify_install(
+    published: Path, deps_venv: Path, upstream_wheel: Path, tmp_path: Path
+) -> None:
+    # the image: upstream's wheel installed over its dependencies
+    python = envs.wheel_env(tmp_path / "image", deps_venv, upstream_wheel)
+    recipe = Recipe(
+        CONTAINERFILE,
+        context=tmp_path / "context",
+        overrides={"VPQ_DIST": str(tmp_path / "mnt" / "dist"), "VPQ_HOME": str(tmp_path / "opt")},
+    )
+    (recipe.context / "scripts").mkdir(parents=True)
+    (recipe.context / "scripts" / "verify_install.py").symlink_to(
+        REPO_ROOT / "scripts" / "verify_install.py"
+    )
+    (recipe.context / "dist").symlink_to(published)
+    steps = recipe.steps()
+    assert sum(map(_is_install, steps)) == 1, [s.original for s in steps]
+    # without the install step the verify step fails the build
+    with pytest.raises(AssertionError, match="no vpq_manifest.json"):
+        run_steps(recipe, python.parent, [s for s in steps if not _is_install(s)])
+    log = run_steps(recipe, python.parent, steps)
+    version = next(iter(publish.wheels_in(published))).version
+    assert f"vllm {version}" in log[-1] and "verify_install: OK" in log[-1], log[-1]
+    shown = subprocess.run(
+        [str(python), "-m", "pip", "list", "--format=freeze"],
+        capture_output=True, text=True, env=offline_env(),
+    ).stdout  # fmt: skip
+    assert f"vllm=={version}" in shown.splitlines()
