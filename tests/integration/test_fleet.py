@@ -4,17 +4,20 @@ steps run in a venv that holds upstream vLLM 0.17.1 the way the image does."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from vpq import build, lock, publish
 from vpq import venv as envs
 
 from tests.conftest import REPO_ROOT
-from tests.fleet import Recipe, offline_env, run_steps
+from tests.fleet import Recipe, offline_env, run_steps, uv_bin
 
 CONTAINERFILE = REPO_ROOT / "Containerfile"
 
@@ -99,3 +102,66 @@ def test_recipe_turns_the_upstream_image_into_one_that_passes_verify_install(
         capture_output=True, text=True, env=offline_env(),
     ).stdout  # fmt: skip
     assert f"vllm=={version}" in shown.splitlines()
+
+
+def _check_against_constraints(
+    dist: Path, resolved: dict[str, str], env: dict[str, str]
+) -> None:
+    """Every constraint whose marker holds in ``env`` holds for ``resolved``."""
+    for req in _constraints(dist):
+        if req.marker is not None and not req.marker.evaluate(env):
+            continue
+        got = resolved[canonicalize_name(req.name)]
+        assert req.specifier.contains(got, prereleases=True), (str(req), got)
+    assert resolved["torch"] == "2.10.0"
+
+
+def test_pip_resolves_our_wheel_from_the_index_and_the_rest_within_constraints(
+    published: Path, tmp_path: Path
+) -> None:
+    """The index route on a fresh host, as a dry run (network: the default index)."""
+    (wheel,) = [w for w in publish.wheels_in(published) if "x86_64" in w.path.name]
+    report = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+         "--report", str(report), "--extra-index-url", (published / "simple").as_uri(),
+         "-c", str(published / "constraints.txt"), f"vllm=={wheel.version}"],
+        capture_output=True, text=True, timeout=1800,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    installs = json.loads(report.read_text())["install"]
+    resolved = {canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"]
+                for i in installs}  # fmt: skip
+    (ours,) = [i for i in installs if canonicalize_name(i["metadata"]["name"]) == "vllm"]
+    assert ours["download_info"]["url"].startswith(published.as_uri())
+    assert ours["download_info"]["archive_info"]["hashes"] == {"sha256": wheel.sha256}
+    _check_against_constraints(published, resolved, default_environment())  # type: ignore[arg-type]
+
+
+def test_uv_locks_the_image_python_with_hashes_from_the_index_and_constraints(
+    published: Path, tmp_path: Path
+) -> None:
+    """The hashed lock an operator makes on a networked machine (README):
+    ``uv pip compile --generate-hashes`` for the image's Python 3.12."""
+    uv = uv_bin()
+    assert uv, "uv is not installed (nox -s tests installs it)"
+    version = publish.wheels_in(published)[0].version
+    (tmp_path / "in.txt").write_text(f"vllm=={version}\n")
+    lock_file = tmp_path / "lock.txt"
+    proc = subprocess.run(
+        [uv, "pip", "compile", "--no-config", "--quiet", "--generate-hashes",
+         "--extra-index-url", (published / "simple").as_uri(),
+         "-c", str(published / "constraints.txt"), "--python-version", "3.12",
+         "--python-platform", "x86_64-manylinux_2_31", str(tmp_path / "in.txt"),
+         "-o", str(lock_file)],
+        capture_output=True, text=True, timeout=1800,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = lock_file.read_text()
+    ours = text.split(f"vllm=={version} \\\n", 1)[1].split("# via", 1)[0]
+    hashes = {h.strip(" \\\n") for h in ours.split("--hash=sha256:") if h.strip(" \\\n")}
+    assert hashes == {w.sha256 for w in publish.wheels_in(published)}
+    env = {**default_environment(), "python_version": "3.12", "python_full_version": "3.12.0",
+           "platform_machine": "x86_64", "sys_platform": "linux"}  # fmt: skip
+    resolved = {name: str(v) for name, v in publish.ci_pins(text).items()}
+    _check_against_constraints(published, resolved, env)
