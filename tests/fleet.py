@@ -10,8 +10,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import dockerfile
+from typing import Any
 
 #: Environment variables that point pip or uv at this machine's configured
 #: indexes, find-links and constraints: dropped, so the installers see only
@@ -66,8 +65,11 @@ class Recipe:
     context: Path
     overrides: dict[str, str] = field(default_factory=dict)
 
-    def commands(self) -> list[dockerfile.Command]:
-        """The parsed instructions (BuildKit's own parser)."""
+    def commands(self) -> list[Any]:
+        """The parsed instructions (BuildKit's own parser, the ``dockerfile``
+        package: ``dockerfile.Command`` tuples)."""
+        import dockerfile
+
         return list(dockerfile.parse_file(str(self.path)))
 
     def base_image(self) -> str:
@@ -75,7 +77,7 @@ class Recipe:
         (base,) = [c.value[0] for c in self.commands() if c.cmd.upper() == "FROM"]
         return base
 
-    def steps(self) -> list[dockerfile.Command]:
+    def steps(self) -> list[Any]:
         """The instructions after ``FROM``."""
         cmds = self.commands()
         first = [c.cmd.upper() for c in cmds].index("FROM")
@@ -98,7 +100,7 @@ def _bind(flag: str, recipe: Recipe, env: dict[str, str]) -> None:
     target.symlink_to(recipe.context / opts["source"])
 
 
-def run_steps(recipe: Recipe, bin_dir: Path, steps: list[dockerfile.Command]) -> list[str]:
+def run_steps(recipe: Recipe, bin_dir: Path, steps: list[Any]) -> list[str]:
     """Run ``steps`` with ``bin_dir`` first on PATH (so ``python3`` is the
     venv's, as it is the image's); returns one transcript line per step.
     A failing RUN raises AssertionError with its output."""
@@ -123,3 +125,13 @@ def run_steps(recipe: Recipe, bin_dir: Path, steps: list[dockerfile.Command]) ->
         else:
             raise AssertionError(f"the test cannot emulate {c.original}")
     return log
+
+
+def tool(name: str) -> str:
+    """A console script of this Python's environment (nox installs the fleet
+    tests' tools there), else from PATH; fails the test without one."""
+    here = Path(sys.executable).parent / name
+    found = str(here) if here.exists() else shutil.which(name)
+    if found is None:
+        raise AssertionError(f"{name} is not installed: run the tests with `nox -s tests`")
+    return found

@@ -17,7 +17,7 @@ from vpq import build, lock, publish
 from vpq import venv as envs
 
 from tests.conftest import REPO_ROOT
-from tests.fleet import Recipe, offline_env, run_steps, uv_bin
+from tests.fleet import Recipe, offline_env, run_steps, tool, uv_bin
 
 CONTAINERFILE = REPO_ROOT / "Containerfile"
 
@@ -57,7 +57,7 @@ def test_containerfile_builds_on_the_pinned_upstream_image(pin: lock.Lock) -> No
 
 
 def _hadolint(path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["hadolint", str(path)], capture_output=True, text=True)
+    return subprocess.run([tool("hadolint"), str(path)], capture_output=True, text=True)
 
 
 def test_hadolint_passes_the_recipe_and_catches_an_untagged_base(tmp_path: Path) -> None:
@@ -68,6 +68,35 @@ def test_hadolint_passes_the_recipe_and_catches_an_untagged_base(tmp_path: Path)
     bad.write_text(CONTAINERFILE.read_text().replace(base, base.split(":")[0]))
     caught = _hadolint(bad)
     assert caught.returncode != 0 and "DL3006" in caught.stdout, caught.stdout
+
+
+def _sources(recipe: Recipe) -> set[str]:
+    """What the recipe takes from the build context: COPY sources, bind-mount sources."""
+    out = set()
+    for step in recipe.steps():
+        if step.cmd.upper() == "COPY":
+            out.update(step.value[:-1])
+        for flag in step.flags:
+            out.update(kv.split("=", 1)[1] for kv in flag.split(",") if kv.startswith("source="))
+    return out
+
+
+def test_build_context_holds_only_what_the_recipe_copies_and_mounts(tmp_path: Path) -> None:
+    """.dockerignore, read with docker-py's own implementation of its rules."""
+    from docker.utils.build import exclude_paths
+
+    for rel in ["dist/x.whl", "dist/simple/vllm/index.html", "scripts/verify_install.py",
+                "scripts/vpq/cli.py", "build/work/setup.py", ".nox/tests/bin/python",
+                "README.md"]:  # fmt: skip
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x")
+    ignore = (REPO_ROOT / ".dockerignore").read_text().splitlines()
+    patterns = [ln for ln in ignore if ln.strip() and not ln.startswith("#")]
+    sent = {p for p in exclude_paths(str(tmp_path), patterns) if (tmp_path / p).is_file()}
+    assert sent == {"dist/x.whl", "dist/simple/vllm/index.html", "scripts/verify_install.py"}
+    for source in _sources(Recipe(CONTAINERFILE, REPO_ROOT)):
+        assert any(f == source.rstrip("/") or f.startswith(source.rstrip("/") + "/")
+                   for f in sent), source  # fmt: skip
 
 
 def _is_install(step: object) -> bool:
