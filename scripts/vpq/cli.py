@@ -19,6 +19,7 @@ from vpq import (
     fetch,
     lock,
     probe,
+    publish,
     queue,
     rebase,
     series,
@@ -194,6 +195,22 @@ def cmd_fetch(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_publish(ns: argparse.Namespace) -> int:
+    """``vpq publish``: a static package index, requirements.txt and
+    constraints.txt next to dist/'s wheels."""
+    root = _root(ns)
+    out = publish.publish(root, Path(ns.dist).resolve() if ns.dist else None)
+    for w in out.wheels:
+        print(f"indexed {w.path.name}\n  sha256 {w.sha256}")
+    for path in out.written:
+        print(f"wrote {path}")
+    print(
+        f"constraints: {out.exact} exact, {out.ranges} upstream ranges; "
+        f"install with --index-url {(out.dist / publish.SIMPLE).as_uri()}"
+    )
+    return 0
+
+
 def cmd_fixture(ns: argparse.Namespace) -> int:
     """``vpq fixture DEST``: write the tiny Kimi-K2.5 checkpoint and EAGLE-3
     heads, with weights unless ``--no-weights``."""
@@ -317,8 +334,8 @@ def _add_checks(sub: argparse._SubParsersAction, locking: argparse.ArgumentParse
     p.set_defaults(func=cmd_preflight)
 
 
-def _add_files(sub: argparse._SubParsersAction) -> None:
-    """``vpq fetch`` and ``fixture``."""
+def _add_files(sub: argparse._SubParsersAction, locking: argparse.ArgumentParser) -> None:
+    """``vpq fetch``, ``fixture`` and ``publish``."""
     f = sub.add_parser("fetch", help="download the pinned files into the cache")
     f.add_argument("--platform", default="all")
     f.set_defaults(func=cmd_fetch)
@@ -334,6 +351,14 @@ def _add_files(sub: argparse._SubParsersAction) -> None:
         help="config and tokenizer only (for vLLM's load_format=dummy)",
     )
     x.set_defaults(func=cmd_fixture)
+    p = sub.add_parser(
+        "publish",
+        parents=[locking],
+        help="write a package index, requirements.txt (hashes) and constraints.txt "
+        "next to dist/'s wheels (nox -s publish)",
+    )
+    p.add_argument("--dist", help="the wheels' directory (default: dist/)")
+    p.set_defaults(func=cmd_publish)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -353,13 +378,13 @@ def parser() -> argparse.ArgumentParser:
     _add_queue(sub, locking)
     _add_rebase(sub, locking)
     _add_checks(sub, locking)
-    _add_files(sub)
+    _add_files(sub, locking)
     return ap
 
 
 #: Commands that write build/work, dist/ or the inputs: they hold the
 #: work-tree lock (``vpq.worklock``) for their whole run.
-WRITERS = ("build", "apply", "export", "rebase", "contract")
+WRITERS = ("build", "apply", "export", "rebase", "contract", "publish")
 
 
 def _run(ns: argparse.Namespace) -> int:

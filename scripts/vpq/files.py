@@ -14,16 +14,19 @@ CHUNK = 1 << 20
 VERSION_FILE = "vllm/_version.py"
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
     """Write ``data`` to ``path`` via a temporary sibling and ``os.replace``.
 
     A crash leaves either the old file or the new one, never a torn one.
+    ``mode`` sets the permissions (the temporary file is 0600 otherwise).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+            if mode is not None:
+                os.fchmod(fh.fileno(), mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
