@@ -57,7 +57,8 @@ def _manager() -> object:
     from vllm.v1.structured_output import StructuredOutputManager
 
     m = StructuredOutputManager.__new__(StructuredOutputManager)
-    m.reasoner = EndsAtMarker()
+    m.reasoner = EndsAtMarker()  # 0.17.1: one parser for the manager
+    m.reasoner_cls = EndsAtMarker  # 0.27.0 on: one per request (below)
     m.enable_in_reasoning = False
     m.fill_bitmask_parallel_threshold = 128
     m._full_mask = torch.tensor(-1, dtype=torch.int32)
@@ -77,7 +78,7 @@ def _request(output: list[int], grammar: RecordingGrammar) -> SimpleNamespace:
     so = StructuredOutputRequest.__new__(StructuredOutputRequest)
     so._grammar, so.reasoning_ended = grammar, False
     so.reasoning_end_token_index = None
-    so.reasoning_parser_kwargs, so.reasoner = None, None  # fields of later releases
+    so.reasoning_parser_kwargs, so.reasoner = None, EndsAtMarker()  # fields of 0.27.0 on
     prompt = [40, 41, 980]  # ends with <think>
     return SimpleNamespace(
         structured_output_request=so, use_structured_output=True,
