@@ -120,6 +120,32 @@ def cmd_export(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _rebase_check(root: Path, ns: argparse.Namespace) -> int:
+    """``vpq rebase --check``: each release's table as it is done, then the
+    staircase (for one release, only what the table does not show)."""
+    pin = lock.load(root)
+    versions = ns.check or rebase.newer_versions(pin.name, pin.version)
+    if not versions:
+        print(f"no release newer than vllm {pin.version}")
+        return 0
+    print(f"checking {len(versions)} release(s): {', '.join(versions)}", flush=True)
+
+    def show(rep: rebase.Report) -> None:
+        """Print one release's table as soon as it is done."""
+        print(rep.render() + f"\n  ({rep.seconds:.1f} s)", flush=True)
+
+    reports = rebase.check(root, versions, ns.upstream_source, on_report=show)
+    if reports:
+        table = rebase.staircase(pin.version, series.load(root), reports)
+        if len(reports) > 1:
+            print(rebase.render_staircase(table))
+        else:  # the staircase's table would repeat the release's table above
+            print(rebase.render_flags(table) or "The patch headers agree with this release.")
+        print(f"written to {rebase.write_staircase(root, table)} and staircase.json")
+        print(f"{len(reports)} release(s) in {sum(r.seconds for r in reports):.0f} s")
+    return 0
+
+
 def cmd_rebase(ns: argparse.Namespace) -> int:
     """``vpq rebase``: move the pin (or ``--check``, ``--continue``, ``--abort``)."""
     root = _root(ns)
@@ -128,24 +154,7 @@ def cmd_rebase(ns: argparse.Namespace) -> int:
         print("rebase aborted; patches/, series and upstream.lock are as they were")
         return 0
     if ns.check is not None:
-        pin = lock.load(root)
-        versions = ns.check or rebase.newer_versions(pin.name, pin.version)
-        if not versions:
-            print(f"no release newer than vllm {pin.version}")
-            return 0
-        print(f"checking {len(versions)} release(s): {', '.join(versions)}", flush=True)
-
-        def show(rep: rebase.Report) -> None:
-            """Print one release's table as soon as it is done."""
-            print(rep.render() + f"\n  ({rep.seconds:.1f} s)", flush=True)
-
-        reports = rebase.check(root, versions, ns.upstream_source, on_report=show)
-        if reports:
-            table = rebase.staircase(pin.version, series.load(root), reports)
-            print(rebase.render_staircase(table))
-            print(f"written to {rebase.write_staircase(root, table)} and staircase.json")
-            print(f"{len(reports)} release(s) in {sum(r.seconds for r in reports):.0f} s")
-        return 0
+        return _rebase_check(root, ns)
     try:
         if ns.cont:
             report = rebase.resume(root)
