@@ -185,3 +185,9 @@ def test_one_release_gets_no_second_copy_of_its_table(
     assert out.count(patch.name) == 1, out
     assert "The patch headers agree with this release." in out
     assert "staircase.json" in out
+
+
+def test_readme_shows_the_report_as_rendered() -> None:
+    from tests.conftest import REPO_ROOT
+
+    assert _report().render() in (REPO_ROOT / "README.md").read_text()
