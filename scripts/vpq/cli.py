@@ -103,18 +103,28 @@ def cmd_apply(ns: argparse.Namespace) -> int:
 
 
 def cmd_export(ns: argparse.Namespace) -> int:
-    """``vpq export``: build/work's patch commits back into patches/ and series."""
+    """``vpq export``: build/work's patch commits back into patches/ and
+    series, refused (nothing written) when ``vpq lint`` would reject them."""
     root = _root(ns)
     pin = lock.load(root)
     old = series.load(root)
     repo = root / build.WORK_DIR
     entries = queue.export(repo, tree.upstream_tag(pin.version), old)
-    changed = series.write(root, entries)
+    changes = queue.write_checked(root, entries)
     queue.record_tool_head(repo)  # build/work's work is in patches/ now
-    for name in changed:
-        print(f"wrote patches/{name}")
-    print(f"series: {len(entries)} patches, {len(changed)} rewritten")
-    if ns.check and changed:
+    for verb, names in (
+        ("new", changes.new),
+        ("rewrote", changes.rewritten),
+        ("removed", changes.removed),
+    ):
+        for name in names:
+            print(f"{verb:<8} patches/{name}")
+    print(
+        f"series: {len(entries)} patches: {len(changes.new)} new, "
+        f"{len(changes.rewritten)} rewritten, {len(changes.unchanged)} unchanged, "
+        f"{len(changes.removed)} removed"
+    )
+    if ns.check and (changes.new or changes.rewritten or changes.removed):
         print("export changed files: the series is not in canonical form", file=sys.stderr)
         return 1
     return 0
