@@ -146,9 +146,9 @@ class Report:
         """One sentence: what to do after this report."""
         n = self.counts()
         if self.error:
-            return f"Next: vllm {self.new} cannot take the series until the error above is fixed."
+            return f"Next: vllm {self.new} cannot take the series until that is fixed."
         if n.get("pending") or (n.get("conflict") and not self.checked):
-            return f"Next: resolve the conflict in {build.WORK_DIR}, `git add` it, then `{CONTINUE}`"
+            return f"Next: resolve the conflict in {build.WORK_DIR}, `git add`, then `{CONTINUE}`"
         if not self.checked:
             return (
                 f"Next: review and commit patches/, series, {probe.PROBES_FILE} and "

@@ -391,7 +391,9 @@ def _series_text(root: Path, names: list[str]) -> str:
 def _patch_files(root: Path) -> set[str]:
     """The ``*.patch`` files under ``patches/``, relative to it."""
     pdir = root / PATCHES_DIR
-    return {p.relative_to(pdir).as_posix() for p in pdir.rglob("*.patch")} if pdir.is_dir() else set()
+    if not pdir.is_dir():
+        return set()
+    return {p.relative_to(pdir).as_posix() for p in pdir.rglob("*.patch")}
 
 
 @dataclass(frozen=True)
