@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
-from vpq import build, contract, contract_drafter, fetch, tree, venv
+from vpq import build, contract, contract_drafter, fetch, progress, tree, venv
 from vpq import git as g
 from vpq.files import sha256_file, write_atomic
 
@@ -95,7 +95,8 @@ def for_wheel(
     if cached.is_file():
         return contract.Table.from_json(json.loads(cached.read_text()))
     python = venv.cached_wheel_env(venv.deps_env(common_txt()), wheel_path)
-    table = contract.check(python, items, modules=modules)
+    with progress.step(f"checking the EAGLE-3 contract: importing {wheel_path.name} on CPU"):
+        table = contract.check(python, items, modules=modules)
     write_atomic(cached, json.dumps(table.to_json()).encode())
     return table
 
@@ -124,7 +125,8 @@ def check_source(python: Path, repo: Path, ref: str, src: Path) -> contract.Tabl
     read = _reader(repo, ref)
     items = contract.discover(read)
     modules = contract.model_modules(read(contract.REGISTRY))
-    return contract.check(python, items, sys_path=src, modules=modules)
+    with progress.step(f"checking the EAGLE-3 contract: importing vLLM at {ref} on CPU"):
+        return contract.check(python, items, sys_path=src, modules=modules)
 
 
 def require(table: contract.Table, what: str) -> None:

@@ -31,6 +31,7 @@ from pathlib import Path
 import platformdirs
 from filelock import FileLock
 
+from vpq import progress
 from vpq.errors import VpqError
 from vpq.files import CHUNK, sha256_file
 
@@ -147,6 +148,12 @@ def versions(project: str) -> list[str]:
     return [str(v) for v in _simple_page(project).get("versions", [])]  # type: ignore[union-attr]
 
 
+def _length(resp: object) -> int | None:
+    """The response's ``Content-Length``, or None when it does not say."""
+    value = getattr(resp, "headers", {}).get("Content-Length")
+    return int(value) if value and str(value).isdigit() else None
+
+
 def cached_path(filename: str, sha256: str) -> Path:
     """Where a verified file lives in the cache."""
     return cache_dir() / "sha256" / sha256 / filename
@@ -195,10 +202,12 @@ def fetch(project: str, filename: str, sha256: str) -> Path:
             with (
                 os.fdopen(fd, "wb") as fh,
                 urllib.request.urlopen(entry.url, timeout=_TIMEOUT_S) as resp,
+                progress.download(filename, _length(resp)) as shown,
             ):
                 while chunk := resp.read(CHUNK):
                     h.update(chunk)
                     fh.write(chunk)
+                    shown.update(len(chunk))
         except (urllib.error.URLError, OSError) as exc:
             tmp.unlink(missing_ok=True)
             raise FetchError(f"{filename}: download failed: {exc}") from None

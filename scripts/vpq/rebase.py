@@ -58,6 +58,7 @@ from vpq import (
     fetch,
     lock,
     probe,
+    progress,
     queue,
     series,
     tree,
@@ -413,10 +414,11 @@ def _begin(root: Path, version: str, source: str) -> State:
     new, sdist = target_lock(old, version)
     repo = prep.repo
     old_commit = g.out(["rev-parse", f"{prep.upstream_ref}^{{commit}}"], repo)
-    if source == "git":
-        tree.import_git(repo, new.repository, new.tag, new.version, new.commit)
-    else:
-        tree.import_sdist(repo, sdist, new.version, parent=old_commit)
+    with progress.step(f"importing vllm {new.version} into {repo} (from its {source})"):
+        if source == "git":
+            tree.import_git(repo, new.repository, new.tag, new.version, new.commit)
+        else:
+            tree.import_sdist(repo, sdist, new.version, parent=old_commit)
     new_ref = tree.upstream_tag(new.version)
     missing = _missing_files(repo, new_ref, prep.patches)
     if missing:
