@@ -9,6 +9,7 @@ nox -s contract               EAGLE-3 contract table (CPU venv with the wheel)
 nox -s bench                  build timings vs vLLM's own build (build/bench.json)
 nox -s lint                   ruff + series lint
 nox -s apply / export         edit the series in build/work (see README)
+nox -s cache                  cache sizes; `-- --prune [--older-than DAYS] [--yes]`
 """
 
 from __future__ import annotations
@@ -66,6 +67,13 @@ def apply(session: nox.Session) -> None:
 def export(session: nox.Session) -> None:
     """Write build/work's patch commits back to patches/ and series."""
     _vpq(session, "export")
+
+
+@nox.session
+def cache(session: nox.Session) -> None:
+    """Sizes of ~/.cache/vpq's downloads, venvs and contract verdicts;
+    `-- --prune` lists what this checkout does not use (`--yes` removes it)."""
+    _vpq(session, "cache")
 
 
 @nox.session

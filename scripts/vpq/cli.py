@@ -14,6 +14,7 @@ from pathlib import Path
 from vpq import (
     bench,
     build,
+    cache,
     contract,
     contract_check,
     fetch,
@@ -213,6 +214,17 @@ def cmd_fetch(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cache(ns: argparse.Namespace) -> int:
+    """``vpq cache``: sizes of the cache's parts; ``--prune`` lists (``--yes``
+    removes) what this checkout does not use and nothing used lately."""
+    if ns.older_than < 0:
+        raise UsageError("--older-than takes a number of days, 0 or more")
+    if ns.yes and not ns.prune:
+        raise UsageError("--yes goes with --prune")
+    print(cache.run(_root(ns), prune=ns.prune, older_than_days=ns.older_than, yes=ns.yes))
+    return 0
+
+
 def cmd_fixture(ns: argparse.Namespace) -> int:
     """``vpq fixture DEST``: write the tiny Kimi-K2.5 checkpoint and EAGLE-3 head."""
     from vpq import fixture
@@ -337,7 +349,7 @@ def _add_checks(sub: argparse._SubParsersAction, locking: argparse.ArgumentParse
 
 
 def _add_files(sub: argparse._SubParsersAction) -> None:
-    """``vpq fetch`` and ``fixture``."""
+    """``vpq fetch``, ``fixture`` and ``cache``."""
     f = sub.add_parser("fetch", help="download the pinned files into the cache")
     f.add_argument("--platform", default="all")
     f.set_defaults(func=cmd_fetch)
@@ -348,6 +360,25 @@ def _add_files(sub: argparse._SubParsersAction) -> None:
     )
     x.add_argument("dest")
     x.set_defaults(func=cmd_fixture)
+    c = sub.add_parser(
+        "cache", help="sizes of the download and venv cache; --prune to list what can go"
+    )
+    c.add_argument(
+        "--prune",
+        action="store_true",
+        help="list the entries this checkout does not use and nothing used lately "
+        "(a dry run: --yes removes them)",
+    )
+    c.add_argument(
+        "--older-than",
+        type=float,
+        default=cache.DEFAULT_OLDER_THAN_DAYS,
+        metavar="DAYS",
+        help="with --prune: only entries unused for DAYS days "
+        f"(default {cache.DEFAULT_OLDER_THAN_DAYS:g}; 0: all unused)",
+    )
+    c.add_argument("--yes", action="store_true", help="with --prune: remove them")
+    c.set_defaults(func=cmd_cache)
 
 
 def parser() -> argparse.ArgumentParser:

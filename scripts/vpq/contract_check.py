@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
@@ -93,6 +94,7 @@ def for_wheel(
         / f"{_cache_key(wheel_sha256 or sha256_file(wheel_path), items)}.json"
     )
     if cached.is_file():
+        os.utime(cached)  # its last use, for `vpq cache --prune`
         return contract.Table.from_json(json.loads(cached.read_text()))
     python = venv.cached_wheel_env(venv.deps_env(common_txt()), wheel_path)
     with progress.step(f"checking the EAGLE-3 contract: importing {wheel_path.name} on CPU"):

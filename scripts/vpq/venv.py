@@ -63,14 +63,20 @@ def cached(dest: Path, make: Callable[[Path], object]) -> Path:
                 shutil.rmtree(dest)
             make(dest)
             (dest / ".complete").write_text("ok\n")
+        (dest / ".used").touch()  # its last use, for `vpq cache --prune`
     return dest
+
+
+def deps_key(common_txt: bytes) -> str:
+    """The deps venv's cache key: what it holds and the Python it runs."""
+    return hashlib.sha256(
+        common_txt + TORCH_CPU.encode() + PYTEST.encode() + sys.version.encode()
+    ).hexdigest()[:12]
 
 
 def deps_env(common_txt: bytes) -> Path:
     """The cached deps venv for ``common_txt``; made on first use."""
-    key = hashlib.sha256(
-        common_txt + TORCH_CPU.encode() + PYTEST.encode() + sys.version.encode()
-    ).hexdigest()[:12]
+    key = deps_key(common_txt)
     req = envs_dir() / f"common-{key}.txt"
 
     def make(venv: Path) -> None:
