@@ -123,3 +123,25 @@ def test_hard_linked_files_count_once(tmp_path: Path) -> None:
 def test_yes_without_prune_is_a_usage_error(one_patch: Upstream) -> None:
     proc = run_cli(one_patch.root, "cache", "--yes")
     assert proc.returncode == 2 and "--yes goes with --prune" in proc.stderr
+
+
+def test_readmes_cache_commands_are_ones_the_tool_takes() -> None:
+    import re
+    import shlex
+
+    from vpq import cli
+
+    from tests.conftest import REPO_ROOT
+
+    section = (REPO_ROOT / "README.md").read_text().split("### The cache: `nox -s cache`")[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.DOTALL)
+    assert block
+    lines = [ln.split("  #")[0].strip() for ln in block.group(1).splitlines() if ln.strip()]
+    assert len(lines) == 3
+    for line in lines:
+        words = shlex.split(line)
+        assert words[:3] == [".venv/bin/nox", "-s", "cache"]
+        args = words[4:] if "--" in words else []
+        ns = cli.parser().parse_args(["cache", *args])
+        assert ns.func is cli.cmd_cache
+    assert ns.prune and ns.yes and ns.older_than == 0
