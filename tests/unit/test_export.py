@@ -110,3 +110,18 @@ def test_export_names_the_patch_it_rewrote(one_patch: Upstream) -> None:
         f"rewrote  patches/{F10}",
         "series: 1 patches: 0 new, 1 rewritten, 0 unchanged, 0 removed",
     ]
+
+
+def test_readme_shows_exports_report_in_the_form_it_prints() -> None:
+    import re
+
+    from tests.conftest import REPO_ROOT
+
+    section = (REPO_ROOT / "README.md").read_text().split("### Adding or changing a patch")[1]
+    sample = section.split("When it writes, it says what\nit did")[1].split("```")[1]
+    new, summary = sample.strip().splitlines()
+    assert re.fullmatch(r"new      patches/\S+\.patch", new)
+    assert re.fullmatch(
+        r"series: \d+ patches: 1 new, 0 rewritten, \d+ unchanged, 0 removed", summary
+    )
+    assert "probes.toml" in section and "Removing a patch" in section
