@@ -109,7 +109,7 @@ class Outcome:
             "pending": "not reached",
         }.get(self.status, "")
         absorbed_by = self.signal if self.status == "absorbed" else ""
-        return [self.patch, self.status, merge, absorbed_by, self.probe, note]
+        return [self.patch, self.status, merge, absorbed_by, note, self.probe]
 
 
 def _aligned(rows: list[list[str]], indent: str = "  ") -> list[str]:
@@ -134,7 +134,7 @@ class Report:
     error: str = ""
     checked: bool = False
 
-    COLUMNS = ("patch", "status", "merge onto the target", "absorbed by", "probe", "note")
+    COLUMNS = ("patch", "status", "merge onto the target", "absorbed by", "note", "probe")
 
     def counts(self) -> dict[str, int]:
         """How many patches have each status."""

@@ -121,12 +121,12 @@ def _report(checked: bool = True) -> rebase.Report:
 def test_every_column_of_the_report_has_a_header() -> None:
     lines = _report().render().splitlines()
     header = lines[1].split()
-    assert " ".join(header) == "patch status merge onto the target absorbed by probe note"
+    assert " ".join(header) == "patch status merge onto the target absorbed by note probe"
     starts = [lines[1].index(h) for h in rebase.Report.COLUMNS]
     row = lines[2]
     assert [row[s:].split("  ")[0] for s in starts] == [
         "a.patch", "absorbed", "3-way merge conflicted (x.py)", "probe",
-        "probe: 4 of 4 passed", "Applied-Upstream: 1.1",
+        "Applied-Upstream: 1.1", "probe: 4 of 4 passed",
     ]  # fmt: skip
 
 
@@ -134,9 +134,9 @@ def test_the_merge_and_the_absorption_signal_are_separate_columns() -> None:
     rows = [re.split(r"\s{2,}", r.strip()) for r in _report().render().splitlines()[2:5]]
     assert rows == [
         ["a.patch", "absorbed", "3-way merge conflicted (x.py)", "probe",
-         "probe: 4 of 4 passed", "Applied-Upstream: 1.1"],
-        ["b.patch", "conflict", "3-way merge conflicted (y.py)", "-", "-", "needs a person"],
-        ["c.patch", "clean", "applies as is", "-", "probe: 0 of 2 passed", "-"],
+         "Applied-Upstream: 1.1", "probe: 4 of 4 passed"],
+        ["b.patch", "conflict", "3-way merge conflicted (y.py)", "-", "needs a person", "-"],
+        ["c.patch", "clean", "applies as is", "-", "-", "probe: 0 of 2 passed"],
     ]  # fmt: skip
 
 
