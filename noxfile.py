@@ -11,6 +11,7 @@ nox -s bench                  build timings vs vLLM's own build (build/bench.jso
 nox -s lint                   ruff + series lint
 nox -s tiny_checkpoints       -- DEST: tiny Kimi-K2.5 target + EAGLE-3 heads, with weights
 nox -s apply / export         edit the series in build/work (see README)
+nox -s cache                  cache sizes; `-- --prune [--older-than DAYS] [--yes]`
 """
 
 from __future__ import annotations
@@ -80,6 +81,13 @@ def apply(session: nox.Session) -> None:
 def export(session: nox.Session) -> None:
     """Write build/work's patch commits back to patches/ and series."""
     _vpq(session, "export")
+
+
+@nox.session
+def cache(session: nox.Session) -> None:
+    """Sizes of ~/.cache/vpq's downloads, venvs and contract verdicts;
+    `-- --prune` lists what this checkout does not use (`--yes` removes it)."""
+    _vpq(session, "cache")
 
 
 @nox.session

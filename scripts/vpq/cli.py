@@ -14,6 +14,7 @@ from pathlib import Path
 from vpq import (
     bench,
     build,
+    cache,
     contract,
     contract_check,
     fetch,
@@ -104,20 +105,56 @@ def cmd_apply(ns: argparse.Namespace) -> int:
 
 
 def cmd_export(ns: argparse.Namespace) -> int:
-    """``vpq export``: build/work's patch commits back into patches/ and series."""
+    """``vpq export``: build/work's patch commits back into patches/ and
+    series, refused (nothing written) when ``vpq lint`` would reject them."""
     root = _root(ns)
     pin = lock.load(root)
     old = series.load(root)
     repo = root / build.WORK_DIR
     entries = queue.export(repo, tree.upstream_tag(pin.version), old)
-    changed = series.write(root, entries)
+    changes = queue.write_checked(root, entries)
     queue.record_tool_head(repo)  # build/work's work is in patches/ now
-    for name in changed:
-        print(f"wrote patches/{name}")
-    print(f"series: {len(entries)} patches, {len(changed)} rewritten")
-    if ns.check and changed:
+    for verb, names in (
+        ("new", changes.new),
+        ("rewrote", changes.rewritten),
+        ("removed", changes.removed),
+    ):
+        for name in names:
+            print(f"{verb:<8} patches/{name}")
+    print(
+        f"series: {len(entries)} patches: {len(changes.new)} new, "
+        f"{len(changes.rewritten)} rewritten, {len(changes.unchanged)} unchanged, "
+        f"{len(changes.removed)} removed"
+    )
+    if ns.check and (changes.new or changes.rewritten or changes.removed):
         print("export changed files: the series is not in canonical form", file=sys.stderr)
         return 1
+    return 0
+
+
+def _rebase_check(root: Path, ns: argparse.Namespace) -> int:
+    """``vpq rebase --check``: each release's table as it is done, then the
+    staircase (for one release, only what the table does not show)."""
+    pin = lock.load(root)
+    versions = ns.check or rebase.newer_versions(pin.name, pin.version)
+    if not versions:
+        print(f"no release newer than vllm {pin.version}")
+        return 0
+    print(f"checking {len(versions)} release(s): {', '.join(versions)}", flush=True)
+
+    def show(rep: rebase.Report) -> None:
+        """Print one release's table as soon as it is done."""
+        print(rep.render() + f"\n  ({rep.seconds:.1f} s)", flush=True)
+
+    reports = rebase.check(root, versions, ns.upstream_source, on_report=show)
+    if reports:
+        table = rebase.staircase(pin.version, series.load(root), reports)
+        if len(reports) > 1:
+            print(rebase.render_staircase(table))
+        else:  # the staircase's table would repeat the release's table above
+            print(rebase.render_flags(table) or "The patch headers agree with this release.")
+        print(f"written to {rebase.write_staircase(root, table)} and staircase.json")
+        print(f"{len(reports)} release(s) in {sum(r.seconds for r in reports):.0f} s")
     return 0
 
 
@@ -129,24 +166,7 @@ def cmd_rebase(ns: argparse.Namespace) -> int:
         print("rebase aborted; patches/, series and upstream.lock are as they were")
         return 0
     if ns.check is not None:
-        pin = lock.load(root)
-        versions = ns.check or rebase.newer_versions(pin.name, pin.version)
-        if not versions:
-            print(f"no release newer than vllm {pin.version}")
-            return 0
-        print(f"checking {len(versions)} release(s): {', '.join(versions)}", flush=True)
-
-        def show(rep: rebase.Report) -> None:
-            """Print one release's table as soon as it is done."""
-            print(rep.render() + f"\n  ({rep.seconds:.1f} s)", flush=True)
-
-        reports = rebase.check(root, versions, ns.upstream_source, on_report=show)
-        if reports:
-            table = rebase.staircase(pin.version, series.load(root), reports)
-            print(rebase.render_staircase(table))
-            print(f"written to {rebase.write_staircase(root, table)} and staircase.json")
-            print(f"{len(reports)} release(s) in {sum(r.seconds for r in reports):.0f} s")
-        return 0
+        return _rebase_check(root, ns)
     try:
         if ns.cont:
             report = rebase.resume(root)
@@ -208,6 +228,17 @@ def cmd_publish(ns: argparse.Namespace) -> int:
         f"constraints: {out.exact} exact, {out.ranges} upstream ranges; "
         f"install with --index-url {(out.dist / publish.SIMPLE).as_uri()}"
     )
+    return 0
+
+
+def cmd_cache(ns: argparse.Namespace) -> int:
+    """``vpq cache``: sizes of the cache's parts; ``--prune`` lists (``--yes``
+    removes) what this checkout does not use and nothing used lately."""
+    if ns.older_than < 0:
+        raise UsageError("--older-than takes a number of days, 0 or more")
+    if ns.yes and not ns.prune:
+        raise UsageError("--yes goes with --prune")
+    print(cache.run(_root(ns), prune=ns.prune, older_than_days=ns.older_than, yes=ns.yes))
     return 0
 
 
@@ -335,7 +366,7 @@ def _add_checks(sub: argparse._SubParsersAction, locking: argparse.ArgumentParse
 
 
 def _add_files(sub: argparse._SubParsersAction, locking: argparse.ArgumentParser) -> None:
-    """``vpq fetch``, ``fixture`` and ``publish``."""
+    """``vpq fetch``, ``fixture``, ``publish`` and ``cache``."""
     f = sub.add_parser("fetch", help="download the pinned files into the cache")
     f.add_argument("--platform", default="all")
     f.set_defaults(func=cmd_fetch)
@@ -359,6 +390,25 @@ def _add_files(sub: argparse._SubParsersAction, locking: argparse.ArgumentParser
     )
     p.add_argument("--dist", help="the wheels' directory (default: dist/)")
     p.set_defaults(func=cmd_publish)
+    c = sub.add_parser(
+        "cache", help="sizes of the download and venv cache; --prune to list what can go"
+    )
+    c.add_argument(
+        "--prune",
+        action="store_true",
+        help="list the entries this checkout does not use and nothing used lately "
+        "(a dry run: --yes removes them)",
+    )
+    c.add_argument(
+        "--older-than",
+        type=float,
+        default=cache.DEFAULT_OLDER_THAN_DAYS,
+        metavar="DAYS",
+        help="with --prune: only entries unused for DAYS days "
+        f"(default {cache.DEFAULT_OLDER_THAN_DAYS:g}; 0: all unused)",
+    )
+    c.add_argument("--yes", action="store_true", help="with --prune: remove them")
+    c.set_defaults(func=cmd_cache)
 
 
 def parser() -> argparse.ArgumentParser:

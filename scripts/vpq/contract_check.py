@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
@@ -24,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
-from vpq import build, contract, contract_drafter, fetch, tree, venv
+from vpq import build, contract, contract_drafter, fetch, progress, tree, venv
 from vpq import git as g
 from vpq.files import sha256_file, write_atomic
 
@@ -93,9 +94,11 @@ def for_wheel(
         / f"{_cache_key(wheel_sha256 or sha256_file(wheel_path), items)}.json"
     )
     if cached.is_file():
+        os.utime(cached)  # its last use, for `vpq cache --prune`
         return contract.Table.from_json(json.loads(cached.read_text()))
     python = venv.cached_wheel_env(venv.deps_env(common_txt()), wheel_path)
-    table = contract.check(python, items, modules=modules)
+    with progress.step(f"checking the EAGLE-3 contract: importing {wheel_path.name} on CPU"):
+        table = contract.check(python, items, modules=modules)
     write_atomic(cached, json.dumps(table.to_json()).encode())
     return table
 
@@ -124,7 +127,8 @@ def check_source(python: Path, repo: Path, ref: str, src: Path) -> contract.Tabl
     read = _reader(repo, ref)
     items = contract.discover(read)
     modules = contract.model_modules(read(contract.REGISTRY))
-    return contract.check(python, items, sys_path=src, modules=modules)
+    with progress.step(f"checking the EAGLE-3 contract: importing vLLM at {ref} on CPU"):
+        return contract.check(python, items, sys_path=src, modules=modules)
 
 
 def require(table: contract.Table, what: str) -> None:

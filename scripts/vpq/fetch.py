@@ -31,6 +31,7 @@ from pathlib import Path
 import platformdirs
 from filelock import FileLock
 
+from vpq import progress
 from vpq.errors import VpqError
 from vpq.files import CHUNK, sha256_file
 
@@ -147,9 +148,49 @@ def versions(project: str) -> list[str]:
     return [str(v) for v in _simple_page(project).get("versions", [])]  # type: ignore[union-attr]
 
 
+def _length(resp: object) -> int | None:
+    """The response's ``Content-Length``, or None when it does not say."""
+    value = getattr(resp, "headers", {}).get("Content-Length")
+    return int(value) if value and str(value).isdigit() else None
+
+
 def cached_path(filename: str, sha256: str) -> Path:
     """Where a verified file lives in the cache."""
     return cache_dir() / "sha256" / sha256 / filename
+
+
+def _download(entry: IndexFile, dest: Path, sha256: str) -> None:
+    """Download ``entry`` to ``dest`` through a ``.part`` file, showing
+    progress, if its bytes hash to ``sha256``.
+
+    Raises:
+        FetchError: the download failed, or its sha256 differs from the pin.
+    """
+    filename = entry.filename
+    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, suffix=".part")
+    tmp = Path(tmp_name)
+    h = hashlib.sha256()
+    try:
+        with (
+            os.fdopen(fd, "wb") as fh,
+            urllib.request.urlopen(entry.url, timeout=_TIMEOUT_S) as resp,
+            progress.download(filename, _length(resp)) as shown,
+        ):
+            while chunk := resp.read(CHUNK):
+                h.update(chunk)
+                fh.write(chunk)
+                shown.update(len(chunk))
+    except (urllib.error.URLError, OSError) as exc:
+        tmp.unlink(missing_ok=True)
+        raise FetchError(f"{filename}: download failed: {exc}") from None
+    actual = h.hexdigest()
+    if actual != sha256:
+        tmp.unlink(missing_ok=True)
+        raise FetchError(
+            f"{filename}: sha256 mismatch. upstream.lock pins {sha256}, "
+            f"the download has {actual}. The file was not used."
+        )
+    os.replace(tmp, dest)
 
 
 def fetch(project: str, filename: str, sha256: str) -> Path:
@@ -168,6 +209,7 @@ def fetch(project: str, filename: str, sha256: str) -> Path:
         if dest.is_file():
             actual = sha256_file(dest)
             if actual == sha256:
+                os.utime(dest)  # its last use, for `vpq cache --prune`
                 return dest
             dest.unlink()
             raise FetchError(
@@ -188,26 +230,5 @@ def fetch(project: str, filename: str, sha256: str) -> Path:
                 f"{filename}: the package index lists no such file for "
                 f"{project!r}; check upstream.lock"
             )
-        fd, tmp_name = tempfile.mkstemp(dir=dest.parent, suffix=".part")
-        tmp = Path(tmp_name)
-        h = hashlib.sha256()
-        try:
-            with (
-                os.fdopen(fd, "wb") as fh,
-                urllib.request.urlopen(entry.url, timeout=_TIMEOUT_S) as resp,
-            ):
-                while chunk := resp.read(CHUNK):
-                    h.update(chunk)
-                    fh.write(chunk)
-        except (urllib.error.URLError, OSError) as exc:
-            tmp.unlink(missing_ok=True)
-            raise FetchError(f"{filename}: download failed: {exc}") from None
-        actual = h.hexdigest()
-        if actual != sha256:
-            tmp.unlink(missing_ok=True)
-            raise FetchError(
-                f"{filename}: sha256 mismatch. upstream.lock pins {sha256}, "
-                f"the download has {actual}. The file was not used."
-            )
-        os.replace(tmp, dest)
+        _download(entry, dest, sha256)
     return dest

@@ -42,6 +42,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from vpq import progress
 from vpq.contract import Table
 from vpq.errors import VpqError
 
@@ -244,10 +245,11 @@ def run(python: Path, root: Path, files: list[str], sys_path: Path | None) -> di
         cmd = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", _PLUGIN]
         cmd.append("--continue-on-collection-errors")
         try:
-            proc = subprocess.run(
-                cmd + ["--rootdir", str(root), *files],
-                cwd=root, env=env, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
-            )  # fmt: skip
+            with progress.step(f"running the probes ({len(files)} test files) with {python}"):
+                proc = subprocess.run(
+                    cmd + ["--rootdir", str(root), *files],
+                    cwd=root, env=env, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+                )  # fmt: skip
         except subprocess.TimeoutExpired:
             raise ProbeError(f"the probes under {python} ran past {PROBE_TIMEOUT_S} s") from None
         if not report.is_file():

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from vpq import git as g
-from vpq import tree
+from vpq import probe, series, tree
 from vpq.errors import VpqError
 from vpq.series import Patch, am_break
 
@@ -231,3 +231,44 @@ def export(repo: Path, base: str, old: list[Patch], head: str = "HEAD") -> list[
         name = prev.name if prev else slug(subject_of(repo, commit))
         result.append((name, data))
     return result
+
+
+def lint_problems(root: Path, entries: list[tuple[str, bytes]]) -> list[str]:
+    """What ``nox -s lint`` would reject once ``entries`` are written: the
+    series and patch rules and, where the queue has ``probes.toml``, its
+    rules, all in one round. Nothing is written."""
+    problems = series.lint_entries(root, entries)
+    if (root / probe.PROBES_FILE).is_file():
+        names = [name for name, _ in entries]
+        problems += [p.replace(f"{root}/", "") for p in probe.lint(root, names)]
+    return problems
+
+
+def write_checked(root: Path, entries: list[tuple[str, bytes]]) -> series.Changes:
+    """Write ``entries`` to ``patches/`` and ``series`` if lint would accept
+    them; return what changed.
+
+    Raises:
+        ExportError: listing every problem lint would report, and how to fix
+            them; ``patches/``, ``series`` and ``probes.toml`` are unchanged.
+    """
+    problems = lint_problems(root, entries)
+    if problems:
+        changes = series.plan(root, entries)
+        hints = [f"({i}) {p}" for i, p in enumerate(problems, start=1)]
+        if changes.new and (root / probe.PROBES_FILE).is_file():
+            hints.append(
+                f"a new patch needs its table in {probe.PROBES_FILE}, e.g. "
+                f'["{changes.new[0]}"] with tests = ["tests/semantics/...::test_..."], '
+                'or covered-by = "contract" with a why'
+            )
+        raise ExportError(
+            "export refused, `nox -s lint` would reject the exported series: "
+            + "; ".join(hints)
+            + ". Fix the commit messages in build/work (`git commit --amend`, or "
+            "`git rebase -i` for an earlier one) or probes.toml, then run `nox -s export` "
+            "again. patches/, series and probes.toml are unchanged."
+        )
+    changes = series.plan(root, entries)
+    series.write(root, entries)
+    return changes

@@ -58,6 +58,7 @@ from vpq import (
     fetch,
     lock,
     probe,
+    progress,
     queue,
     series,
     tree,
@@ -89,35 +90,91 @@ class RebaseStopped(VpqError):
 
 @dataclass
 class Outcome:
-    """How one patch fared."""
+    """How one patch fared: its ``status``, why (``signal``), how its text went
+    onto the target (``merge``) and what its probe saw there (``probe``)."""
 
     patch: str
-    status: str  # clean | rebased | absorbed | conflict
+    status: str  # clean | rebased | absorbed | conflict | pending
     signal: str  # why: "applies as is", "3-way merge", "empty", "reverse-applies", "contract", ...
-    files: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)  # the files that conflicted
     probe: str = ""  # what the patch's probe saw on the unpatched target ("" when it has none)
+    merge: str = ""  # "applies as is", "3-way merge", "3-way merge conflicted", ...
+
+    def cells(self, new: str) -> list[str]:
+        """The report's row for this patch (columns: ``Report.COLUMNS``)."""
+        merge = self.merge + (f" ({', '.join(self.files)})" if self.files else "")
+        note = {
+            "absorbed": f"Applied-Upstream: {new}",
+            "conflict": "needs a person",
+            "pending": "not reached",
+        }.get(self.status, "")
+        absorbed_by = self.signal if self.status == "absorbed" else ""
+        return [self.patch, self.status, merge, absorbed_by, note, self.probe]
+
+
+def _aligned(rows: list[list[str]], indent: str = "  ") -> list[str]:
+    """``rows`` as lines of left-aligned columns; an empty cell shows ``-``."""
+    rows = [[c or "-" for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+        for r in rows
+    ]
 
 
 @dataclass
 class Report:
+    """One move's outcomes; ``checked`` when it came from ``--check`` (nothing
+    was changed)."""
+
     old: str
     new: str
     outcomes: list[Outcome]
     seconds: float = 0.0
     error: str = ""
+    checked: bool = False
+
+    COLUMNS = ("patch", "status", "merge onto the target", "absorbed by", "note", "probe")
+
+    def counts(self) -> dict[str, int]:
+        """How many patches have each status."""
+        out: dict[str, int] = {}
+        for o in self.outcomes:
+            out[o.status] = out.get(o.status, 0) + 1
+        return out
+
+    def next_step(self) -> str:
+        """One sentence: what to do after this report."""
+        n = self.counts()
+        if self.error:
+            return f"Next: vllm {self.new} cannot take the series until that is fixed."
+        if n.get("pending") or (n.get("conflict") and not self.checked):
+            return f"Next: resolve the conflict in {build.WORK_DIR}, `git add`, then `{CONTINUE}`"
+        if not self.checked:
+            return (
+                f"Next: review and commit patches/, series, {probe.PROBES_FILE} and "
+                f"upstream.lock (now vllm {self.new})."
+            )
+        move = f"nox -s rebase_upstream -- {self.new}"
+        if n.get("conflict"):
+            many = "patches conflict" if n["conflict"] > 1 else "patch conflicts"
+            return (
+                f"Next: {n['conflict']} {many} at {self.new}: run `{move}` and resolve each "
+                f"as it stops (`{CONTINUE}` after each)."
+            )
+        return f"Next: nothing conflicts at {self.new}: `{move}` moves the pin without stopping."
 
     def render(self) -> str:
-        """The report as printed: one row per patch with its status and signals."""
-        w = max([len(o.patch) for o in self.outcomes] + [5])
-        lines = [f"vllm {self.old} -> {self.new}"]
+        """The report as printed: a header row naming every column, one row per
+        patch, the counts, and the next step."""
+        lines = [f"vllm {self.old} -> {self.new}" + (" (check only)" if self.checked else "")]
         if self.error:
             lines.append(f"  cannot rebase: {self.error}")
         if self.outcomes:
-            lines.append(f"  {'patch':<{w}}  {'status':<9} signal")
-        for o in self.outcomes:
-            extra = f"  Applied-Upstream: {self.new}" if o.status == "absorbed" else ""
-            files = f" ({', '.join(o.files)})" if o.status == "conflict" else ""
-            lines.append(f"  {o.patch:<{w}}  {o.status:<9} {o.signal}{files}{extra}")
+            lines += _aligned([list(self.COLUMNS)] + [o.cells(self.new) for o in self.outcomes])
+            counts = ", ".join(f"{k} {v}" for k, v in sorted(self.counts().items()))
+            lines.append(f"  {len(self.outcomes)} patches: {counts}")
+        lines.append("  " + self.next_step())
         return "\n".join(lines)
 
 
@@ -283,19 +340,19 @@ def _step(
         )
         if holds()
     ]
+    merge = "3-way merge conflicted" if conflicted else "applies as is" if exact else "3-way merge"
     if signals:
         if conflicted:
             g.git(["cherry-pick", "--abort"], repo)
         else:
             g.git(["reset", "-q", "--hard", "HEAD~1"], repo)
-        how = " (3-way merge conflicted)" if conflicted else ""
-        return Outcome(patch.name, "absorbed", ", ".join(signals) + how, probe=str(seen))
+        return Outcome(patch.name, "absorbed", ", ".join(signals), conflicted, str(seen), merge)
     if conflicted:
         if not stop:
             g.git(["cherry-pick", "--abort"], repo)
-        return Outcome(patch.name, "conflict", "needs a person", conflicted, str(seen))
-    how = ("clean", "applies as is") if exact else ("rebased", "3-way merge")
-    return Outcome(patch.name, *how, probe=str(seen))
+        return Outcome(patch.name, "conflict", "needs a person", conflicted, str(seen), merge)
+    status = "clean" if exact else "rebased"
+    return Outcome(patch.name, status, merge, probe=str(seen), merge=merge)
 
 
 def _patches_by_name(root: Path) -> dict[str, series.Patch]:
@@ -357,10 +414,11 @@ def _begin(root: Path, version: str, source: str) -> State:
     new, sdist = target_lock(old, version)
     repo = prep.repo
     old_commit = g.out(["rev-parse", f"{prep.upstream_ref}^{{commit}}"], repo)
-    if source == "git":
-        tree.import_git(repo, new.repository, new.tag, new.version, new.commit)
-    else:
-        tree.import_sdist(repo, sdist, new.version, parent=old_commit)
+    with progress.step(f"importing vllm {new.version} into {repo} (from its {source})"):
+        if source == "git":
+            tree.import_git(repo, new.repository, new.tag, new.version, new.commit)
+        else:
+            tree.import_sdist(repo, sdist, new.version, parent=old_commit)
     new_ref = tree.upstream_tag(new.version)
     missing = _missing_files(repo, new_ref, prep.patches)
     if missing:
@@ -424,14 +482,16 @@ def resume(root: Path) -> Report:
         if g.git(["diff", "--cached", "--quiet", "HEAD"], repo, check=False).returncode == 0:
             g.git(["cherry-pick", "--skip"], repo, check=False)
             g.git(["reset", "-q", "--hard", "HEAD"], repo)
-            outcomes[-1] = Outcome(name, "absorbed", "empty after resolution")
+            outcomes[-1] = Outcome(
+                name, "absorbed", "empty after resolution", merge="resolved by hand"
+            )
         else:
             g.git(
                 ["-c", "core.editor=true", "cherry-pick", "--continue"],
                 repo,
                 env={"GIT_EDITOR": "true"},
             )
-            outcomes[-1] = Outcome(name, "rebased", "resolved by hand")
+            outcomes[-1] = Outcome(name, "rebased", "resolved by hand", merge="resolved by hand")
         state.outcomes = [asdict(o) for o in outcomes]
         state.current = None
         _save(root, state)
@@ -506,7 +566,9 @@ def check(
         try:
             state = _begin(root, version, source)
             outcomes = _run(root, state, stop=False)
-            reports.append(Report(old_version, version, outcomes, time.monotonic() - t0))
+            reports.append(
+                Report(old_version, version, outcomes, time.monotonic() - t0, checked=True)
+            )
         except (
             RebaseError,
             fetch.FetchError,
@@ -516,7 +578,9 @@ def check(
             queue.ApplyError,
             probe.ProbeError,
         ) as exc:
-            reports.append(Report(old_version, version, [], time.monotonic() - t0, str(exc)))
+            reports.append(
+                Report(old_version, version, [], time.monotonic() - t0, str(exc), checked=True)
+            )
         finally:
             if on_report and reports and reports[-1].new == version:
                 on_report(reports[-1])
@@ -638,13 +702,23 @@ def render_staircase(table: dict[str, object]) -> str:
         lines.append(f"| `{row['patch']}` | " + " | ".join(cells) + " |")
     for v, err in table["errors"].items():  # type: ignore[attr-defined]
         lines.append(f"\n{v}: cannot rebase: {err}")
+    flags = render_flags(table)
+    if flags:
+        lines += ["", flags]
+    lines.append(f"\n{agree} of {total} cells agree with the patch headers.")
+    return "\n".join(lines)
+
+
+def render_flags(table: dict[str, object]) -> str:
+    """The staircase's two lists, headers the releases contradict and probes
+    the text contradicts; empty when both are."""
+    lines: list[str] = []
     flags: list[str] = table.get("flags", [])  # type: ignore[assignment]
     if flags:
-        lines += ["", "Headers the releases contradict:"] + [f"- {f}" for f in flags]
+        lines += ["Headers the releases contradict:"] + [f"- {f}" for f in flags]
     stale: list[str] = table.get("probe_flags", [])  # type: ignore[assignment]
     if stale:
-        lines += ["", "Probes the text contradicts:"] + [f"- {f}" for f in stale]
-    lines.append(f"\n{agree} of {total} cells agree with the patch headers.")
+        lines += [""] * bool(lines) + ["Probes the text contradicts:"] + [f"- {f}" for f in stale]
     return "\n".join(lines)
 
 

@@ -375,8 +375,76 @@ def series_id(patches: list[Patch]) -> str:
     return sha256_bytes(text.encode())
 
 
+def _series_text(root: Path, names: list[str]) -> str:
+    """``series`` listing ``names``, keeping the comment lines at its top."""
+    spath = root / SERIES_FILE
+    header = []
+    if spath.is_file():
+        for line in spath.read_text().splitlines():
+            if line.startswith("#") or not line.strip():
+                header.append(line)
+            else:
+                break
+    return "\n".join([*header, *names]) + "\n"
+
+
+def _patch_files(root: Path) -> set[str]:
+    """The ``*.patch`` files under ``patches/``, relative to it."""
+    pdir = root / PATCHES_DIR
+    if not pdir.is_dir():
+        return set()
+    return {p.relative_to(pdir).as_posix() for p in pdir.rglob("*.patch")}
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What writing a series would do to ``patches/``, by patch name."""
+
+    new: list[str]
+    rewritten: list[str]
+    unchanged: list[str]
+    removed: list[str]
+
+
+def plan(root: Path, entries: list[tuple[str, bytes]]) -> Changes:
+    """What ``write(root, entries)`` would change, without changing anything."""
+    pdir = root / PATCHES_DIR
+    new, rewritten, unchanged = [], [], []
+    for name, data in entries:
+        path = pdir / name
+        if not path.is_file():
+            new.append(name)
+        elif path.read_bytes() != data:
+            rewritten.append(name)
+        else:
+            unchanged.append(name)
+    removed = sorted(_patch_files(root) - {name for name, _ in entries})
+    return Changes(new, rewritten, unchanged, removed)
+
+
+def lint_entries(root: Path, entries: list[tuple[str, bytes]]) -> list[str]:
+    """What ``lint`` would say after ``write(root, entries)``, found on a
+    scratch copy of ``series`` and ``patches/``; the repository is not
+    touched. Paths in the problems are relative to ``root``."""
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="vpq-export-") as tmp:
+        scratch = Path(tmp)
+        pdir = root / PATCHES_DIR
+        if pdir.is_dir():
+            shutil.copytree(pdir, scratch / PATCHES_DIR, ignore=shutil.ignore_patterns("*.patch"))
+        for name, data in entries:
+            (scratch / PATCHES_DIR / name).parent.mkdir(parents=True, exist_ok=True)
+            (scratch / PATCHES_DIR / name).write_bytes(data)
+        names = [name for name, _ in entries]
+        (scratch / SERIES_FILE).write_text(_series_text(root, names))
+        return [p.replace(f"{scratch}/", "") for p in lint(scratch)]
+
+
 def write(root: Path, entries: list[tuple[str, bytes]]) -> list[str]:
-    """Write patches and ``series`` for ``entries``; return the names rewritten.
+    """Write patches and ``series`` for ``entries``; return the names rewritten
+    or added.
 
     Patches whose bytes did not change are not touched. Files of patches no
     longer in the series are removed. Comment lines at the top of ``series``
@@ -389,20 +457,10 @@ def write(root: Path, entries: list[tuple[str, bytes]]) -> list[str]:
         if not path.is_file() or path.read_bytes() != data:
             write_atomic(path, data)
             changed.append(name)
-    keep = {name for name, _ in entries}
-    if pdir.is_dir():
-        for p in sorted(pdir.rglob("*.patch")):
-            if p.relative_to(pdir).as_posix() not in keep:
-                p.unlink()
+    for gone in sorted(_patch_files(root) - {name for name, _ in entries}):
+        (pdir / gone).unlink()
     spath = root / SERIES_FILE
-    header = []
-    if spath.is_file():
-        for line in spath.read_text().splitlines():
-            if line.startswith("#") or not line.strip():
-                header.append(line)
-            else:
-                break
-    text = "\n".join([*header, *(name for name, _ in entries)]) + "\n"
+    text = _series_text(root, [name for name, _ in entries])
     if not spath.is_file() or spath.read_text() != text:
         write_atomic(spath, text.encode())
     return changed

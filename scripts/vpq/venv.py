@@ -20,7 +20,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from vpq import fetch, proc
+from vpq import fetch, proc, progress
 from vpq.errors import VpqError
 from vpq.files import sha256_file
 from vpq.proc import PYTEST  # tests/semantics run inside the wheel venvs
@@ -63,33 +63,30 @@ def cached(dest: Path, make: Callable[[Path], object]) -> Path:
                 shutil.rmtree(dest)
             make(dest)
             (dest / ".complete").write_text("ok\n")
+        (dest / ".used").touch()  # its last use, for `vpq cache --prune`
     return dest
+
+
+def deps_key(common_txt: bytes) -> str:
+    """The deps venv's cache key: what it holds and the Python it runs."""
+    return hashlib.sha256(
+        common_txt + TORCH_CPU.encode() + PYTEST.encode() + sys.version.encode()
+    ).hexdigest()[:12]
 
 
 def deps_env(common_txt: bytes) -> Path:
     """The cached deps venv for ``common_txt``; made on first use."""
-    key = hashlib.sha256(
-        common_txt + TORCH_CPU.encode() + PYTEST.encode() + sys.version.encode()
-    ).hexdigest()[:12]
+    key = deps_key(common_txt)
     req = envs_dir() / f"common-{key}.txt"
 
     def make(venv: Path) -> None:
         """Create the deps venv at ``venv``: CPU torch, pytest, ``common.txt``."""
-        _run([sys.executable, "-m", "venv", str(venv)])
-        req.write_bytes(common_txt)
-        _run(
-            [
-                str(venv / "bin" / "python"),
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                TORCH_CPU,
-                PYTEST,
-                "-r",
-                str(req),
-            ]
-        )
+        what = f"making the CPU venv {venv} (torch, pytest, vLLM's requirements; once)"
+        with progress.step(what):
+            _run([sys.executable, "-m", "venv", str(venv)])
+            req.write_bytes(common_txt)
+            py = str(venv / "bin" / "python")
+            _run([py, "-m", "pip", "install", "-q", TORCH_CPU, PYTEST, "-r", str(req)])
 
     def make_shared(venv: Path) -> None:
         """``make``, then share its files with the other deps venvs."""
@@ -129,12 +126,13 @@ def wheel_env(dest: Path, deps: Path, wheel: Path) -> Path:
     """
     if dest.exists():
         shutil.rmtree(dest)
-    _run([sys.executable, "-m", "venv", str(dest)])
-    (_site_packages(dest) / "_vpq_deps.pth").write_text(
-        f"import site; site.addsitedir({str(_site_packages(deps))!r})\n"
-    )
-    py = dest / "bin" / "python"
-    _run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)])
+    with progress.step(f"installing {wheel.name} into the venv {dest}"):
+        _run([sys.executable, "-m", "venv", str(dest)])
+        (_site_packages(dest) / "_vpq_deps.pth").write_text(
+            f"import site; site.addsitedir({str(_site_packages(deps))!r})\n"
+        )
+        py = dest / "bin" / "python"
+        _run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)])
     return py
 
 

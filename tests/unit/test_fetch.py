@@ -106,3 +106,13 @@ def test_file_missing_from_index_names_it(index: str) -> None:
         fetch.FetchError, match="demo-2.0.tar.gz: the package index lists no such file"
     ):
         fetch.fetch("demo", "demo-2.0.tar.gz", GOOD_SHA)
+
+
+def test_a_download_says_how_much_arrived(index: str, capsys: pytest.CaptureFixture[str]) -> None:
+    fetch.fetch("demo", "demo-1.0.tar.gz", GOOD_SHA)
+    assert capsys.readouterr().err.splitlines() == [
+        "downloading demo-1.0.tar.gz: 0 B of 14 B (0%)",
+        "downloading demo-1.0.tar.gz: 14 B of 14 B (100%)",
+    ]
+    fetch.fetch("demo", "demo-1.0.tar.gz", GOOD_SHA)  # a cache hit says nothing
+    assert capsys.readouterr().err == ""

@@ -81,7 +81,8 @@ def test_the_probe_absorbs_a_patch_despite_a_textual_conflict(one_patch, monkeyp
     assert _check(one_patch).status == "conflict"  # without a probe: a person's job
     _with_probe(one_patch)
     got = _check(one_patch)
-    assert (got.status, got.signal) == ("absorbed", "probe (3-way merge conflicted)")
+    assert (got.status, got.signal) == ("absorbed", "probe")
+    assert (got.merge, got.files) == ("3-way merge conflicted", ["vllm/mod.py"])
     assert got.probe == "probe: 1 of 1 passed"
 
 

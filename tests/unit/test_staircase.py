@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 from vpq import rebase, series
@@ -94,3 +95,99 @@ def test_a_probe_that_fails_where_the_text_says_absorbed_is_flagged(one_patch: U
         rebase.staircase("1.0", [patch], [rebase.Report("1.0", "1.2", [passing])])["probe_flags"]
         == []
     )
+
+
+# --- one release's report -----------------------------------------------------
+
+
+def _report(checked: bool = True) -> rebase.Report:
+    return rebase.Report(
+        "1.0",
+        "1.1",
+        [
+            rebase.Outcome(
+                "a.patch", "absorbed", "probe", ["x.py"], "probe: 4 of 4 passed",
+                "3-way merge conflicted",
+            ),
+            rebase.Outcome("b.patch", "conflict", "needs a person", ["y.py"], "",
+                           "3-way merge conflicted"),
+            rebase.Outcome("c.patch", "clean", "applies as is", [], "probe: 0 of 2 passed",
+                           "applies as is"),
+        ],  # fmt: skip
+        checked=checked,
+    )
+
+
+def test_every_column_of_the_report_has_a_header() -> None:
+    lines = _report().render().splitlines()
+    header = lines[1].split()
+    assert " ".join(header) == "patch status merge onto the target absorbed by note probe"
+    starts = [lines[1].index(h) for h in rebase.Report.COLUMNS]
+    row = lines[2]
+    assert [row[s:].split("  ")[0] for s in starts] == [
+        "a.patch", "absorbed", "3-way merge conflicted (x.py)", "probe",
+        "Applied-Upstream: 1.1", "probe: 4 of 4 passed",
+    ]  # fmt: skip
+
+
+def test_the_merge_and_the_absorption_signal_are_separate_columns() -> None:
+    rows = [re.split(r"\s{2,}", r.strip()) for r in _report().render().splitlines()[2:5]]
+    assert rows == [
+        ["a.patch", "absorbed", "3-way merge conflicted (x.py)", "probe",
+         "Applied-Upstream: 1.1", "probe: 4 of 4 passed"],
+        ["b.patch", "conflict", "3-way merge conflicted (y.py)", "-", "needs a person", "-"],
+        ["c.patch", "clean", "applies as is", "-", "-", "probe: 0 of 2 passed"],
+    ]  # fmt: skip
+
+
+def test_a_check_report_ends_with_the_move_that_resolves_its_conflicts() -> None:
+    text = _report().render()
+    assert text.splitlines()[0] == "vllm 1.0 -> 1.1 (check only)"
+    assert "3 patches: absorbed 1, clean 1, conflict 1" in text
+    assert text.endswith(
+        "Next: 1 patch conflicts at 1.1: run `nox -s rebase_upstream -- 1.1` and resolve "
+        f"each as it stops (`{rebase.CONTINUE}` after each)."
+    )
+    clean = dataclasses.replace(_report(), outcomes=_report().outcomes[::2])
+    assert clean.render().endswith(
+        "Next: nothing conflicts at 1.1: `nox -s rebase_upstream -- 1.1` moves the pin "
+        "without stopping."
+    )
+
+
+def test_a_stopped_or_finished_move_says_what_to_do_next() -> None:
+    stopped = _report(checked=False)
+    stopped.outcomes.append(rebase.Outcome("d.patch", "pending", ""))
+    assert stopped.render().endswith(f"then `{rebase.CONTINUE}`")
+    assert "d.patch  pending" in stopped.render() and "not reached" in stopped.render()
+    done = dataclasses.replace(_report(checked=False), outcomes=_report().outcomes[::2])
+    assert done.render().endswith(
+        "Next: review and commit patches/, series, probes.toml and upstream.lock (now vllm 1.1)."
+    )
+
+
+def test_one_release_gets_no_second_copy_of_its_table(
+    one_patch: Upstream, monkeypatch, capsys
+) -> None:
+    from vpq import cli
+
+    (patch,) = series.load(one_patch.root)
+    rep = rebase.Report("1.0", "1.1", [rebase.Outcome(patch.name, "clean", "applies as is")],
+                        checked=True)  # fmt: skip
+
+    def fake_check(root, versions, source, on_report):  # type: ignore[no-untyped-def]
+        on_report(rep)
+        return [rep]
+
+    monkeypatch.setattr(rebase, "check", fake_check)
+    assert cli.main(["--root", str(one_patch.root), "rebase", "--check", "1.1"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(patch.name) == 1, out
+    assert "The patch headers agree with this release." in out
+    assert "staircase.json" in out
+
+
+def test_readme_shows_the_report_as_rendered() -> None:
+    from tests.conftest import REPO_ROOT
+
+    assert _report().render() in (REPO_ROOT / "README.md").read_text()

@@ -1,0 +1,127 @@
+"""``vpq export`` says what it did to patches/ and refuses, in one message and
+without writing anything, what ``vpq lint`` would reject: missing trailers,
+a body without a why, a patch without a probe, a probe without a patch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vpq import build, probe, series
+from vpq import git as g
+
+from tests.unit.test_cli import assert_clean_error, run_cli, snapshot
+from tests.unit.test_queue_inputs import NEW_F20, WHY
+from tests.unit.tiny_upstream import Upstream
+
+F10 = "mod/change-f10.patch"
+F20 = "mod-f20-returns-200.patch"
+
+
+def _covered(*names: str) -> str:
+    return "".join(f'["{n}"]\ncovered-by = "contract"\nwhy = "the test says so"\n\n' for n in names)
+
+
+def _work(root: Path, message: str | None = None) -> Path:
+    """build/work with the series applied and, given ``message``, one more commit."""
+    repo = build.prepare(root).repo
+    if message is not None:
+        (repo / "vllm/mod.py").write_text(NEW_F20)
+        g.git(["commit", "-qam", message], repo)
+    return repo
+
+
+def _inputs(root: Path) -> dict[str, bytes]:
+    snap = snapshot(root)
+    if (root / probe.PROBES_FILE).is_file():
+        snap[probe.PROBES_FILE] = (root / probe.PROBES_FILE).read_bytes()
+    return snap
+
+
+def test_a_commit_without_trailers_or_why_is_refused_in_one_round(one_patch: Upstream) -> None:
+    root = one_patch.root
+    _work(root, "mod: f20 returns 200\n\nJust because.\n")
+    before = _inputs(root)
+    proc = run_cli(root, "export")
+    assert_clean_error(
+        proc,
+        "export refused, `nox -s lint` would reject the exported series",
+        f"patches/{F20}: no valid 'Upstream-Status:' trailer",
+        f"patches/{F20}: no valid 'Forwarded:' trailer",
+        "the body does not say why the patch exists",
+        "patches/, series and probes.toml are unchanged",
+    )
+    assert _inputs(root) == before
+    assert run_cli(root, "build", "--no-contract").returncode == 1  # the work is not exported
+
+
+def test_a_new_patch_without_a_probe_is_refused_then_exported_with_one(
+    one_patch: Upstream,
+) -> None:
+    root = one_patch.root
+    (root / probe.PROBES_FILE).write_text(_covered(F10))
+    _work(root, "mod: f20 returns 200\n\n" + WHY)
+    before = _inputs(root)
+    proc = run_cli(root, "export")
+    assert_clean_error(
+        proc,
+        f"probes.toml: patches/{F20} has no probe",
+        f'a new patch needs its table in probes.toml, e.g. ["{F20}"]',
+    )
+    assert _inputs(root) == before
+    (root / probe.PROBES_FILE).write_text(_covered(F10, F20))
+    proc = run_cli(root, "export")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        f"new      patches/{F20}",
+        "series: 2 patches: 1 new, 0 rewritten, 1 unchanged, 0 removed",
+    ]
+    assert series.read_series(root) == [F10, F20]
+    assert run_cli(root, "lint").returncode == 0
+
+
+def test_removing_a_patch_needs_its_probe_gone_too(one_patch: Upstream) -> None:
+    root = one_patch.root
+    (root / probe.PROBES_FILE).write_text(_covered(F10))
+    repo = _work(root)
+    g.git(["reset", "-q", "--hard", "upstream/1.0"], repo)  # drop the patch's commit
+    before = _inputs(root)
+    assert_clean_error(
+        run_cli(root, "export"), f'probes.toml: ["{F10}"] names a patch that is not in series'
+    )
+    assert _inputs(root) == before
+    (root / probe.PROBES_FILE).write_text("")
+    proc = run_cli(root, "export")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        f"removed  patches/{F10}",
+        "series: 0 patches: 0 new, 0 rewritten, 0 unchanged, 1 removed",
+    ]
+    assert not (root / "patches" / F10).exists() and series.read_series(root) == []
+
+
+def test_export_names_the_patch_it_rewrote(one_patch: Upstream) -> None:
+    root = one_patch.root
+    repo = _work(root)
+    msg = g.out(["log", "-1", "--format=%B"], repo).replace("says why.", "says why, better.")
+    g.git(["commit", "-q", "--amend", "-m", msg], repo)
+    proc = run_cli(root, "export")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        f"rewrote  patches/{F10}",
+        "series: 1 patches: 0 new, 1 rewritten, 0 unchanged, 0 removed",
+    ]
+
+
+def test_readme_shows_exports_report_in_the_form_it_prints() -> None:
+    import re
+
+    from tests.conftest import REPO_ROOT
+
+    section = (REPO_ROOT / "README.md").read_text().split("### Adding or changing a patch")[1]
+    sample = section.split("When it writes, it says what\nit did")[1].split("```")[1]
+    new, summary = sample.strip().splitlines()
+    assert re.fullmatch(r"new      patches/\S+\.patch", new)
+    assert re.fullmatch(
+        r"series: \d+ patches: 1 new, 0 rewritten, \d+ unchanged, 0 removed", summary
+    )
+    assert "probes.toml" in section and "Removing a patch" in section
