@@ -10,8 +10,9 @@ With a GPU, ``main()`` (``python -m vpq.gpu [OPTIONS] [PYTEST ARGS]``):
 1. takes ``dist/``'s wheel for the current series and this host's platform,
    building it first if it is not there;
 2. installs it *with its dependencies* (torch, the CUDA stack, ...) into a
-   fresh venv, as a serving host would: ``build/envs/gpu-<wheel sha256[:12]>``,
-   made once per wheel and reused while its bytes are unchanged;
+   fresh venv, as a serving host would: ``gpu-<wheel sha256[:12]>`` in the
+   cache's ``envs/`` beside the other venvs (``vpq.venv.envs_dir``), made
+   once per wheel and reused while its bytes are unchanged;
 3. makes a second venv with the unpatched upstream release wheel
    (``--no-deps``, seeing the first venv's packages through a ``.pth``
    file: the two wheels carry the same dependency metadata), for the one
@@ -83,14 +84,14 @@ def host_wheel(root: Path) -> Path:
 def serving_env(root: Path, wheel_path: Path) -> Path:
     """A venv with ``wheel_path`` and its dependencies (plus pytest). Returns its python."""
     from vpq.files import sha256_file
-    from vpq.venv import cached
+    from vpq.venv import cached, envs_dir
 
     def make(dest: Path) -> None:
         """Create the venv at ``dest`` and install the wheel with its dependencies."""
         _run([sys.executable, "-m", "venv", str(dest)])
         _run([str(dest / "bin" / "python"), "-m", "pip", "install", str(wheel_path), PYTEST])
 
-    dest = cached(root / "build" / "envs" / f"gpu-{sha256_file(wheel_path)[:12]}", make)
+    dest = cached(envs_dir() / f"gpu-{sha256_file(wheel_path)[:12]}", make)
     return dest / "bin" / "python"
 
 
@@ -102,7 +103,7 @@ def upstream_env(root: Path, serving_python: Path) -> Path:
     w = pin.wheel(build.host_platform())
     up = fetch.fetch(pin.name, w.filename, w.sha256)
     deps = serving_python.parent.parent
-    dest = root / "build" / "envs" / f"{deps.name}-upstream-{w.sha256[:12]}"
+    dest = venv.envs_dir() / f"{deps.name}-upstream-{w.sha256[:12]}"
     return venv.cached(dest, lambda d: venv.wheel_env(d, deps, up)) / "bin" / "python"
 
 
