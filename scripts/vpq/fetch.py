@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -61,9 +60,15 @@ def cache_dir() -> Path:
     return path
 
 
+#: pip's and uv's default index (PyPI's simple API), used where none is set.
+DEFAULT_INDEX_URL = "https://pypi.org/simple/"
+
+
 def index_url() -> str:
-    """The simple-API base URL, ending in ``/``."""
-    url = os.environ.get("VPQ_INDEX_URL")
+    """The simple-API base URL, ending in ``/``: ``$VPQ_INDEX_URL``, else
+    pip's (``$PIP_INDEX_URL``, then ``pip config get global.index-url``),
+    else PyPI's, as pip and uv default to."""
+    url = os.environ.get("VPQ_INDEX_URL") or os.environ.get("PIP_INDEX_URL")
     if not url:
         proc = subprocess.run(
             [sys.executable, "-m", "pip", "config", "get", "global.index-url"],
@@ -71,34 +76,7 @@ def index_url() -> str:
             text=True,
         )
         url = proc.stdout.strip() if proc.returncode == 0 else ""
-    if not url:
-        url = _pip_default_index()
-    return url.rstrip("/") + "/"
-
-
-def _pip_default_index() -> str:
-    """pip's built-in default index, for a pip with no ``index-url`` set, as
-    pip's own ``install --help`` states it ("Base URL of the Python Package
-    Index (default URL)"): the public interface, not pip's internals.
-
-    Raises:
-        FetchError: there is no pip here (a venv made without pip), or its
-            help names no default.
-    """
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--help"], capture_output=True, text=True
-    )
-    m = re.search(
-        r"--index-url <url>\s+Base URL of the Python Package\s+Index\s+\(default\s+(\S+?)\)",
-        proc.stdout,
-    )
-    if proc.returncode != 0 or not m:
-        raise FetchError(
-            f"no package index is configured and {sys.executable} has no pip to "
-            "take its default from; set VPQ_INDEX_URL to a simple index (PEP 503/691) "
-            "or run the tool with a Python that has pip"
-        )
-    return m.group(1)
+    return (url or DEFAULT_INDEX_URL).rstrip("/") + "/"
 
 
 def _simple_page(project: str) -> dict[str, object]:

@@ -34,6 +34,7 @@ from email.policy import compat32
 from pathlib import Path
 from typing import BinaryIO
 
+from packaging.tags import parse_tag
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
@@ -363,13 +364,16 @@ def build(
 
 
 def tag_part(filename: str) -> str:
-    """The compressed tag set of a wheel file name, without its build tag if
-    it has one, e.g. ``cp38-abi3-manylinux_2_31_x86_64`` (the last three
-    dash-separated fields, PEP 427)."""
-    return "-".join(filename[: -len(".whl")].split("-")[-3:])
+    """The compressed tag set of a wheel file name, e.g.
+    ``cp38-abi3-manylinux_2_31_x86_64`` (PEP 425), from the tags
+    ``packaging`` parses out of the name (build tag dropped); each field's
+    values are sorted."""
+    tags = parse_wheel_filename(filename)[3]
+    fields = ("interpreter", "abi", "platform")
+    return "-".join(".".join(sorted({getattr(t, f) for t in tags})) for f in fields)
 
 
 def expand_tag_part(part: str) -> list[str]:
-    """Expand ``cp38-abi3-manylinux_2_31_x86_64`` (compressed tag sets too)."""
-    py, abi, plat = part.split("-")
-    return [f"{a}-{b}-{c}" for a in py.split(".") for b in abi.split(".") for c in plat.split(".")]
+    """Every tag of a (possibly compressed) tag set such as
+    ``cp38-abi3-manylinux_2_31_x86_64``, sorted (``packaging.tags.parse_tag``)."""
+    return sorted(str(t) for t in parse_tag(part))

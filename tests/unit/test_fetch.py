@@ -116,3 +116,20 @@ def test_a_download_says_how_much_arrived(index: str, capsys: pytest.CaptureFixt
     ]
     fetch.fetch("demo", "demo-1.0.tar.gz", GOOD_SHA)  # a cache hit says nothing
     assert capsys.readouterr().err == ""
+
+
+def test_the_index_is_vpqs_then_pips_then_pypis(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+
+    from vpq import fetch
+
+    monkeypatch.setattr(
+        subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1, "", "")
+    )
+    monkeypatch.delenv("VPQ_INDEX_URL", raising=False)
+    monkeypatch.delenv("PIP_INDEX_URL", raising=False)
+    assert fetch.index_url() == "https://pypi.org/simple/"
+    monkeypatch.setenv("PIP_INDEX_URL", "https://mirror.example/simple")
+    assert fetch.index_url() == "https://mirror.example/simple/"
+    monkeypatch.setenv("VPQ_INDEX_URL", "file:///srv/index/")
+    assert fetch.index_url() == "file:///srv/index/"
