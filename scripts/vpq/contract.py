@@ -39,79 +39,38 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from vpq import contract_drafter
+from vpq.contract_items import (
+    CLAIMED,
+    PROPOSER,
+    REGISTRY,
+    RUNNER,
+    RUNNER_V2,
+    SPECULATIVE,
+    TEXT_MODEL_TYPES,
+    ContractError,
+    Item,
+    imported_functions,
+)
 from vpq.errors import VpqError
 from vpq.proc import tagged_json
 
-RUNNER = "vllm/v1/worker/gpu_model_runner.py"
-#: The opt-in model runner (``VLLM_USE_V2_MODEL_RUNNER``), where it exists.
-RUNNER_V2 = "vllm/v1/worker/gpu/model_runner.py"
-PROPOSER = "vllm/v1/spec_decode/eagle.py"
-SPECULATIVE = "vllm/config/speculative.py"
-REGISTRY = "vllm/model_executor/models/registry.py"
+__all__ = [
+    "CLAIMED",
+    "PROPOSER",
+    "REGISTRY",
+    "RUNNER",
+    "RUNNER_V2",
+    "SPECULATIVE",
+    "TEXT_MODEL_TYPES",
+    "ContractError",
+    "Item",
+]
+
 PROBE = Path(__file__).with_name("contract_probe.py")
 #: Seconds the contract probe may take (it imports vLLM in a CPU venv).
 PROBE_TIMEOUT_S = 900
-
-#: The architectures the series claims, and the HF model_type whose config
-#: class each one reads (for ``target_model.config.<attr>`` items).
-CLAIMED = {
-    "KimiK25ForConditionalGeneration": "kimi_k25",
-    "DeepseekV3ForCausalLM": "deepseek_v3",
-    "DeepseekV2ForCausalLM": "deepseek_v2",
-}
-#: The ``hf_text_config.model_type`` each one presents to the speculative
-#: config gate (Kimi-K2.5's text model is DeepSeek-V3).
-TEXT_MODEL_TYPES = {
-    "KimiK25ForConditionalGeneration": "deepseek_v3",
-    "DeepseekV3ForCausalLM": "deepseek_v3",
-    "DeepseekV2ForCausalLM": "deepseek_v2",
-}
 _MARKERS = ("aux_hidden_state", "eagle3")
-
-
-class ContractError(VpqError):
-    """The contract does not hold, or could not be checked."""
-
-
-@dataclass(frozen=True)
-class Item:
-    """One thing vLLM uses on the target model (``side="target"``) or on
-    the EAGLE-3 head (``side="drafter"``, see ``vpq.contract_drafter``)."""
-
-    #: target: "interface" | "method" | "config_attr" | "gate";
-    #: drafter: "drafter_type" | "drafter_method" | "drafter_config_attr" | "drafter_registry"
-    kind: str
-    name: (
-        str  # e.g. "supports_eagle3", "set_aux_hidden_state_layers", "vision_config.image_token_id"
-    )
-    where: str  # "vllm/...py:LINE"
-    guards: list[dict[str, object]] = field(default_factory=list)
-    #: a gate's allowlist, a type check's qualified classes, the registry's EAGLE-3 heads
-    values: list[str] = field(default_factory=list)
-    side: str = "target"
-    #: the proposer copes without it (it tests ``hasattr`` or reads with a default)
-    optional: bool = False
-
-    @property
-    def label(self) -> str:
-        """The row label, e.g. ``model.set_aux_hidden_state_layers()``."""
-        opt = " (optional)" if self.optional else ""
-        classes = " | ".join(v.rsplit(".", 1)[-1] for v in self.values)
-        return {
-            "interface": f"{self.name}(model)",
-            "method": f"model.{self.name}()",
-            "config_attr": f"config.{self.name}",
-            "gate": f"speculative gate: {self.name}",
-            "drafter_type": f"isinstance(drafter, {classes})",
-            "drafter_method": f"drafter.{self.name}(){opt}",
-            "drafter_config_attr": f"drafter config.{self.name}{opt}",
-            "drafter_registry": "speculative registry: EAGLE-3 head",
-        }[self.kind]
-
-    @property
-    def file(self) -> str:
-        """The source file of ``where`` (``vllm/...py``)."""
-        return self.where.rsplit(":", 1)[0]
 
 
 def _mentions(node: ast.AST) -> bool:
@@ -192,7 +151,7 @@ class _RunnerDiscovery:
     def module(self, source: str, path: str) -> None:
         """Scan every function of a runner module (the model is ``self.model``)."""
         tree = ast.parse(source)
-        imports = _imported_functions(tree)
+        imports = imported_functions(tree)
         for fn in ast.walk(tree):
             if isinstance(fn, ast.FunctionDef):
                 self.function(fn, path, set(), imports)
@@ -225,7 +184,7 @@ class _RunnerDiscovery:
             return
         for fn in tree.body:
             if isinstance(fn, ast.FunctionDef) and fn.name == name and index < len(fn.args.args):
-                self.function(fn, path, {fn.args.args[index].arg}, _imported_functions(tree))
+                self.function(fn, path, {fn.args.args[index].arg}, imported_functions(tree))
 
     def block(
         self, stmts: list[ast.stmt], path: str, names: set[str], imports: dict[str, str]
@@ -245,16 +204,6 @@ class _RunnerDiscovery:
             self.items += _model_calls(stmts[k + 1 :] if guard else stmt.body, path, names)
             if guard:
                 return
-
-
-def _imported_functions(tree: ast.Module) -> dict[str, str]:
-    """Name -> module for ``from vllm.x import name`` at module level."""
-    return {
-        a.asname or a.name: node.module
-        for node in tree.body
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("vllm.")
-        for a in node.names
-    }
 
 
 def _aliases(fn: ast.FunctionDef, names: set[str]) -> set[str]:
@@ -429,7 +378,7 @@ def _load_model_items(tree: ast.Module, path: str) -> list[Item]:
 def _base_modules(tree: ast.Module) -> list[str]:
     """Source paths of the vLLM modules the classes in ``tree`` inherit
     from (``from vllm.v1.spec_decode.llm_base_proposer import Base``)."""
-    imported = _imported_functions(tree)
+    imported = imported_functions(tree)
     bases = [
         b.id
         for node in tree.body
@@ -536,7 +485,6 @@ def discover(read: Callable[[str], str]) -> list[Item]:
         items += discover_runner(v2, RUNNER_V2, read, required=False)
     items += discover_gate(speculative) + discover_proposer(proposer, PROPOSER, read)
     # The drafter side imports Item and ContractError from this module.
-    from vpq import contract_drafter
 
     return items + contract_drafter.discover(read)
 
@@ -633,7 +581,6 @@ class Table:
 
 def _drafter_archs() -> list[str]:
     """The EAGLE-3 head architectures the drafter rows have a column for."""
-    from vpq import contract_drafter
 
     return list(contract_drafter.DRAFTERS)
 
@@ -694,7 +641,6 @@ def check(
     Raises:
         ContractError: the probe failed to run.
     """
-    from vpq import contract_drafter
     from vpq.fixture import KIMI_K25_TOP_LEVEL
 
     # A config item is read on the config class made with the checkpoint's

@@ -34,7 +34,7 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from vpq.contract import PROPOSER, REGISTRY, ContractError, Item, _imported_functions
+from vpq.contract_items import PROPOSER, REGISTRY, ContractError, Item, imported_functions
 from vpq.errors import VpqError
 
 #: The EAGLE-3 head architectures the series claims, and the HF model_type
@@ -284,7 +284,7 @@ def proposer_classes(
             tree = ast.parse(read(where))
         except (OSError, KeyError, SyntaxError, VpqError):
             continue
-        imports = _imported_functions(tree)
+        imports = imported_functions(tree)
         found = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls_name]
         if not found:
             if where == path and cls_name == name:
