@@ -64,3 +64,18 @@ def test_the_history_readme_points_to_is_there() -> None:
     assert "docs/history.md" in README
     history = (REPO_ROOT / "docs" / "history.md").read_text()
     assert "A real move to 0.33.0" in history
+
+
+def test_the_layout_table_names_every_top_level_path() -> None:
+    import subprocess
+
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    tops = {p.split("/")[0] for p in tracked if p != "README.md"}
+    tops |= {"/".join(p.split("/")[:2]) for p in tracked if p.startswith(("tests/", "scripts/"))}
+    tops -= {"tests", "scripts", "tests/__init__.py", "tests/conftest.py"}
+    table = _section("How the repository works").split("\n### ")[0]
+    named = {n.rstrip("/") for n in re.findall(r"`([^`]+)`", table)}
+    missing = sorted(t for t in tops if t not in named and t.rstrip("/") not in named)
+    assert missing == []
