@@ -7,18 +7,26 @@ One module per noun:
   shared constants);
 - trees: ``git`` (thin git runner), ``tree`` (upstream trees as git commits),
   ``queue`` (apply and export the series), ``worklock`` (one command at a
-  time on a checkout);
+  time on a checkout), ``workspace`` (the paths under ``build/`` and
+  ``dist/``);
 - wheels: ``wheel`` (overlay build, tags, label), ``native`` (vLLM's own
   build as a second backend), ``audit`` (built vs upstream wheel), ``build``
   (the pipeline: pin -> patched tree -> audited wheels);
-- EAGLE-3: ``contract`` (discovery and the verdict table),
+- EAGLE-3: ``contract_items`` (the contract's files, claimed architectures
+  and items), ``contract`` (target-side discovery and the verdict table),
+  ``contract_drafter`` (drafter-side discovery),
   ``contract_probe`` (runs inside a vLLM venv), ``contract_check`` (runs the
   contract on a tree or a wheel, cached), ``venv`` (CPU venvs that import a
   wheel), ``fixture`` and ``kimi_k25_tiny_image_processor`` (the tiny
-  Kimi-K2.5 checkpoint), ``gpu`` (the GPU test session);
-- moving the pin: ``rebase``;
+  Kimi-K2.5 checkpoint), ``scripted`` (weights with known outputs),
+  ``engine_env`` (the engine tier's CPU engines), ``gpu`` (the GPU test
+  session);
+- shipping: ``publish`` (a package index beside the wheels);
+- moving the pin: ``rebase``, ``probe`` (absorption probes on an unpatched
+  release) and ``probe_report`` (their verdicts in the report);
 - the rest: ``proc`` (child processes, the probe line protocol), ``bench``
-  (timings), ``errors`` (the base exception), ``cli`` and ``__main__``
+  (timings), ``progress`` (long steps' progress lines), ``cache`` (the cache's
+  sizes and pruning), ``errors`` (the base exception), ``cli`` and ``__main__``
   (argument parsing, error mapping).
 """
 

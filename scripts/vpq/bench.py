@@ -21,6 +21,7 @@ from pathlib import Path
 
 from vpq import build, fetch, lock, queue, tree
 from vpq.files import write_atomic
+from vpq.workspace import Workspace
 
 
 @dataclass
@@ -77,7 +78,7 @@ def _vllm_own_build(root: Path, pin: lock.Lock, plat: str, out: Path) -> Case:
     patched tree (``VLLM_USE_PRECOMPILED=1 python -m build --wheel``), with
     none of our steps."""
     prep = build.prepare(root)
-    src = root / "build" / "bench-src"
+    src = Workspace(root).bench_src
     tree.export_tree(prep.repo, queue.PATCHED_BRANCH, src)
     up = fetch.fetch(pin.name, pin.wheel(plat).filename, pin.wheel(plat).sha256)
     try:
@@ -115,7 +116,7 @@ def run(
 ) -> list[Case]:
     """All cases; the native build is the baseline for the ratios."""
     pin = lock.load(root)
-    out = Path(tempfile.mkdtemp(prefix="bench-", dir=root / "build"))
+    out = Path(tempfile.mkdtemp(prefix="bench-", dir=Workspace(root).build))
     try:
         cases = _build_cases(root, sorted(pin.wheels), out)
         if with_native:
@@ -134,7 +135,7 @@ def run(
     for c in cases:
         c.ratio = round(c.seconds / base.seconds, 3) if base else None
     write_atomic(
-        root / "build" / "bench.json",
+        Workspace(root).bench_report,
         (json.dumps([asdict(c) for c in cases], indent=2) + "\n").encode(),
     )
     return cases

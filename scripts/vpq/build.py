@@ -32,6 +32,7 @@ from vpq import git as g
 from vpq.audit import AuditReport, audit, compare_backends
 from vpq.errors import VpqError
 from vpq.files import write_atomic
+from vpq.workspace import Workspace
 
 #: Target-model architectures the series makes EAGLE-3 capable; recorded in
 #: the manifest, checked by the contract and, on serving hosts, by
@@ -39,7 +40,7 @@ from vpq.files import write_atomic
 CLAIMED_ARCHITECTURES = tuple(contract.CLAIMED)
 LABEL_PREFIX = "eagle3"
 BACKENDS = ("overlay", "setuptools")
-WORK_DIR = Path("build") / "work"
+WORK_DIR = Workspace(Path(".")).work  # relative to the root
 STAGING_PREFIX = ".staging-"
 #: What a successful build leaves in ``dist/`` beside the wheels: its inputs'
 #: key and each wheel's name, size, mtime, sha256 and audit, so the next
@@ -228,7 +229,7 @@ def _build_one(prep: Prepared, plat: str, staging: Path, backend: str, precompil
     built = wheel.build(up, overlay, label, manifest(prep, plat, label), staging)
     if backend != "setuptools":
         return Result(built, audit(built.path, up, overlay), plat)
-    src = prep.root / "build" / "native-src"
+    src = Workspace(prep.root).native_src
     tree.export_tree(prep.repo, queue.PATCHED_BRANCH, src)
     native_wheel = native.build(
         src, up, label, manifest(prep, plat, label), staging / "native", precompiled=precompiled

@@ -28,6 +28,7 @@ from pathlib import Path
 from vpq import build, contract, contract_drafter, fetch, progress, tree, venv
 from vpq import git as g
 from vpq.files import sha256_file, write_atomic
+from vpq.workspace import Workspace
 
 
 def _reader(repo: Path, ref: str) -> Callable[[str], str]:
@@ -161,5 +162,5 @@ def for_checkout(root: Path, *, upstream: bool = False) -> contract.Table:
         pinned = prep.lock.wheel(plat)
         wheel_path = fetch.fetch(prep.lock.name, pinned.filename, pinned.sha256)
         return for_wheel(wheel_path, common_txt, pinned.sha256)
-    (res,) = build.build_wheels(root, platform=plat, out_dir=root / "build" / "wheels", prep=prep)
+    (res,) = build.build_wheels(root, platform=plat, out_dir=Workspace(root).wheels, prep=prep)
     return for_wheel(res.wheel.path, common_txt, res.wheel.sha256)

@@ -71,3 +71,10 @@ def test_every_public_function_has_a_docstring() -> None:
         if not fn.name.startswith("_") and not ast.get_docstring(fn)
     ]
     assert missing == []
+
+
+def test_the_package_docstring_names_every_module() -> None:
+    index = (PACKAGE / "__init__.py").read_text()
+    unnamed = [p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"]
+    unnamed = [m for m in unnamed if f"``{m}``" not in index]
+    assert unnamed == []
