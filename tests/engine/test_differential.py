@@ -17,6 +17,7 @@ import pytest
 
 from tests.engine.conftest import DEFAULT_IDS_LAYERS, Run, ok
 from tests.engine.test_eagle3_engine import metrics, outputs
+from tests.engine.test_serving_fixes import JSON_AFTER_REASONING
 
 CASES = [
     Run(None),
@@ -24,6 +25,9 @@ CASES = [
     Run("llama-nested"),
     Run("eagle3.1-llama"),
     Run("llama-absent", layers=DEFAULT_IDS_LAYERS),
+    # JSON after kimi_k2 reasoning, </think> inside a step: 0.32.0 has the
+    # three structured-output fixes in their 0.27.0 form
+    Run("llama-top", **JSON_AFTER_REASONING),
 ]
 
 
