@@ -30,12 +30,34 @@ allowed), 1 an error (with ``--strict`` warnings count as errors), 2 usage.
 The rules (``check_pair``) need no vLLM; the repository's
 ``PYTHONPATH=scripts python -m vpq preflight`` runs ``preflight_main`` from
 this file.
+
+How the preflight reads, top to bottom:
+
+1. **The pair** (``Pair``, built once by ``load_pair``, frozen): both
+   configs, the drafter's tensor headers, N, the hidden size and the
+   declared layer ids, exactly as the files say.
+2. **The file rules**, one function per family, each taking the pair and
+   returning findings (``target_rules``, ``drafter_rules``,
+   ``layer_ids_source_rules``, ``layer_ids_value_rules``,
+   ``target_hidden_size_rule``, ``fc_rules``, ``draft_vocab_rules``,
+   ``embeddings_rule``); ``check_pair`` runs them in report order.
+3. **The questions to the installed vLLM**, one function each
+   (``ask_installed``, ``ask_registry``, ``ask_target_class``,
+   ``ask_mtp_override``, ``ask_speculative_config``, ``ask_drafter_class``,
+   ``ask_registered``, ``ask_module_source``, ``ask_runner_ids``,
+   ``ask_ids_refusal``), each returning a typed answer, or ``Unanswered``
+   when the API it needs is missing (a private function renamed): a
+   ``note``, never a false error. ``ask_vllm`` asks them all.
+4. **The answers as findings** (``wheel_findings``), and ``preflight``,
+   which combines the two: the wheel's ``hf_config_override`` answer sets
+   the ``mtp-trap`` rule's severity once, nothing is rewritten afterwards.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib
 import importlib.metadata as md
 import json
@@ -43,12 +65,15 @@ import os
 import re
 import struct
 import sys
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 MANIFEST = "vpq_manifest.json"
+#: Each architecture the series claims and the vLLM module that defines it: a
+#: copy of ``vpq.contract.CLAIMS`` (this file stays standard-library only and
+#: copyable), held equal to it by tests/unit/test_verify_install.py.
 MODULES = {
     "KimiK25ForConditionalGeneration": "vllm.model_executor.models.kimi_k25",
     "DeepseekV3ForCausalLM": "vllm.model_executor.models.deepseek_v2",
@@ -57,10 +82,14 @@ MODULES = {
 
 
 class Failed(Exception):
-    pass
+    """The install check failed; the message is the one-line reason."""
 
 
 def check() -> None:
+    """The install check: print the installed vLLM's version and patch
+    manifest, and raise ``Failed`` unless the version, its local label and
+    ``vllm.__version__`` agree with the manifest and ``supports_eagle3``
+    holds for every architecture it claims (``MODULES``)."""
     try:
         dist = md.distribution("vllm")
     except md.PackageNotFoundError:
@@ -123,7 +152,8 @@ FC_NORM = re.compile(r"fc_norm\.(\d+)\.weight")
 #: aux states (``target_hidden_size * 3``, vllm/model_executor/models/llama_eagle3.py).
 UPSTREAM_FC_STATES = 3
 #: The text model's class by ``model_type``, for a ``text_config`` that names
-#: no architectures.
+#: no architectures: each claimed text model_type and the claimed architecture
+#: of that type (``vpq.contract.CLAIMS``, held equal by a test).
 TEXT_ARCHS = {"deepseek_v3": "DeepseekV3ForCausalLM", "deepseek_v2": "DeepseekV2ForCausalLM"}
 
 
@@ -163,23 +193,6 @@ class Tensor:
     dtype: str
     shape: list[int]
     file: str
-
-
-@dataclass
-class Pair:
-    """What the rules know about a target + drafter pair (filled by ``load_pair``)."""
-
-    target_dir: Path
-    drafter_dir: Path
-    target_cfg: dict[str, Any]
-    text_cfg: dict[str, Any]
-    drafter_cfg: dict[str, Any]
-    tensors: dict[str, Tensor] = field(default_factory=dict)  # normalised name -> tensor
-    layer_ids: list[int] | None = None  # the ids the drafter declares (None: absent)
-    layer_ids_key: str = ""  # where they come from
-    num_layers: int = 0
-    target_hidden: int = 0
-    target_weights: tuple[int, int] = (0, 0)  # the target's tensors and shard files
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -371,8 +384,59 @@ def default_layer_ids(num_layers: int) -> list[int]:
     return [2, num_layers // 2, num_layers - 3]
 
 
+@dataclass(frozen=True)
+class Pair:
+    """What the files say about a target + drafter pair: built once by
+    ``load_pair`` and never changed; every rule and every question to vLLM
+    reads it.
+
+    ``text_cfg`` is the target's text config (``text_config`` for a
+    multimodal wrapper such as Kimi-K2.5, else ``target_cfg`` itself).
+    ``tensors``: the drafter's tensor headers by normalised name.
+    ``target_weights``: how many tensors and shard files the target's
+    safetensors hold. ``num_layers`` (N) and ``target_hidden``: the text
+    config's ``num_hidden_layers`` and ``hidden_size``, ``None`` when not an
+    integer. ``declared_ids``: the drafter's
+    ``eagle_aux_hidden_state_layer_ids`` as written (``None`` when absent,
+    any JSON value otherwise) and ``ids_key`` where (``declared_layer_ids``).
+    """
+
+    target_dir: Path
+    drafter_dir: Path
+    target_cfg: Mapping[str, Any]
+    text_cfg: Mapping[str, Any]
+    drafter_cfg: Mapping[str, Any]
+    tensors: Mapping[str, Tensor]
+    target_weights: tuple[int, int]
+    num_layers: int | None
+    target_hidden: int | None
+    declared_ids: Any
+    ids_key: str
+
+    @property
+    def target_file(self) -> str:
+        """The target's ``config.json``, as findings name it."""
+        return str(self.target_dir / "config.json")
+
+    @property
+    def drafter_file(self) -> str:
+        """The drafter's ``config.json``, as findings name it."""
+        return str(self.drafter_dir / "config.json")
+
+    @property
+    def text_prefix(self) -> str:
+        """``"text_config."`` when the target nests its text config, else ``""``."""
+        return "text_config." if self.text_cfg is not self.target_cfg else ""
+
+
+def _int(cfg: Mapping[str, Any], key: str) -> int | None:
+    """``cfg[key]`` when it is an integer (not a bool), else ``None``."""
+    v = cfg.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
 def load_pair(target_dir: Path, drafter_dir: Path) -> Pair:
-    """Read both ``config.json`` files and the drafter's tensor headers.
+    """Read both ``config.json`` files and both checkpoints' tensor headers.
 
     Raises ``InputError`` (one line naming the file) for a missing directory
     or file, bad JSON, or a truncated safetensors header.
@@ -382,11 +446,57 @@ def load_pair(target_dir: Path, drafter_dir: Path) -> Pair:
             raise InputError(f"{d}: {role} directory does not exist")
     tcfg = read_json(target_dir / "config.json")
     dcfg = read_json(drafter_dir / "config.json")
-    pair = Pair(target_dir, drafter_dir, tcfg, text_config(tcfg), dcfg)
-    pair.tensors = {normalise(n): t for n, t in read_checkpoint_tensors(drafter_dir).items()}
+    tensors = {normalise(n): t for n, t in read_checkpoint_tensors(drafter_dir).items()}
     target_tensors = read_checkpoint_tensors(target_dir)
-    pair.target_weights = (len(target_tensors), len({t.file for t in target_tensors.values()}))
-    return pair
+    tc = text_config(tcfg)
+    ids, ids_key = declared_layer_ids(dcfg)
+    return Pair(
+        target_dir,
+        drafter_dir,
+        tcfg,
+        tc,
+        dcfg,
+        tensors,
+        (len(target_tensors), len({t.file for t in target_tensors.values()})),
+        _int(tc, "num_hidden_layers"),
+        _int(tc, "hidden_size"),
+        ids,
+        ids_key,
+    )
+
+
+def first_arch(cfg: Mapping[str, Any]) -> Any:
+    """The first of ``architectures`` as a report names it (``"?"`` when none)."""
+    return (cfg.get("architectures") or ["?"])[0]
+
+
+def drafter_arch(pair: Pair) -> str | None:
+    """The drafter's architecture: the first of a list whose first entry is a
+    string, else ``None`` (rule ``drafter-config``)."""
+    archs = pair.drafter_cfg.get("architectures")
+    return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+
+
+def _is_int_list(ids: Any) -> bool:
+    return isinstance(ids, list) and all(
+        isinstance(i, int) and not isinstance(i, bool) for i in ids
+    )
+
+
+def checked_layer_ids(pair: Pair) -> list[int] | None:
+    """The aux layer ids the rules check and the wheel is asked about: the
+    declared ones, else the target's default ``(2, N//2, N-3)``.
+
+    ``None`` where the rules stop before the ids: the target config has no
+    N or hidden size, the drafter config no architectures, or the ids are
+    not a non-empty list of integers.
+    """
+    if pair.num_layers is None or pair.target_hidden is None or drafter_arch(pair) is None:
+        return None
+    ids = pair.declared_ids
+    if ids is None:
+        ids = default_layer_ids(pair.num_layers)
+    return list(ids) if _is_int_list(ids) and ids else None
 
 
 def looks_like_head(cfg: dict[str, Any]) -> bool:
@@ -481,396 +591,344 @@ def resolve_model_arg(arg: str, role: str) -> tuple[Path, str]:
     )
 
 
-def _int(cfg: dict[str, Any], key: str) -> int | None:
-    v = cfg.get(key)
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+# --------------------------------------------------------------------------
+# Preflight: the file rules, one function per family
+# --------------------------------------------------------------------------
 
 
-def check_pair(pair: Pair) -> list[Finding]:
-    """Apply every file-only rule to ``pair``; returns the findings in report order.
-
-    Rules (rule id: where it comes from):
-
-    - ``target``: architecture, text ``model_type``, ``num_hidden_layers`` N,
-      ``hidden_size`` of the target's text config (``text_config`` for
-      Kimi-K2.5). ``target-config`` error when N or the hidden size is missing.
-    - ``drafter``: architecture (``drafter-config`` error when missing);
-      ``mtp-trap``: ``model_type`` in ``MTP_REWRITTEN_TYPES`` is rewritten to
-      ``deepseek_mtp`` by ``SpeculativeConfig.hf_config_override``
-      (vllm/config/speculative.py); ``mla``: an MLA head recognised by
-      ``kv_lora_rank`` (info), or an MLA ``model_type`` / DeepSeek
-      architecture without it (error); ``eagle31`` / ``eagle31-weights``:
-      each EAGLE 3.1 flag against its weights (``eagle31_findings``).
-    - ``layer-ids``: ``layer-ids-source`` (top level, ``eagle_config``, or
-      ``layer-ids-absent``: the target's default ``(2, N//2, N-3)`` is used,
-      the silent default of vllm PR #50170); ``layer-ids-conflict`` (both
-      places, different ids); ``layer-ids-type`` / ``layer-ids-empty``;
-      ``layer-id-range`` (each id in ``0..N``; vllm #46788);
-      ``layer-id-duplicate``; ``layer-id-count`` (``fc.weight`` is
-      ``[hidden, k * target_hidden]``: k ids); ``layer-ids-convention`` note
-      (ids that include N, or equal the default shifted by one: the
-      "output of layer i" convention, sglang PR #25454, vllm #43671).
-    - ``sizes``: ``target-hidden-size`` (``target_hidden_size``, else
-      ``hidden_size``, against the target's); ``fc-width`` (``fc.weight``
-      present, 2-D, ``[hidden_size, k * target_hidden]``); ``fc-states``
-      warning when k is not the 3 that vLLM's ``Eagle3LlamaForCausalLM``
-      builds; ``draft-vocab`` (``draft_vocab_size`` against ``lm_head.weight``
-      rows, ``d2t`` length, ``t2d`` length = ``vocab_size``, and ``d2t`` needed
-      when the draft vocabulary is smaller); ``embeddings``
-      (``embed_tokens.weight`` ``[vocab_size, hidden_size]``, or shared from
-      the target, which needs the same ``vocab_size``).
-    - ``weights``: ``no-weights`` error when the head has no safetensors.
-    """
-    out: list[Finding] = []
-    tfile = str(pair.target_dir / "config.json")
-    dfile = str(pair.drafter_dir / "config.json")
-    tc, dc = pair.text_cfg, pair.drafter_cfg
-    tkey = "text_config." if tc is not pair.target_cfg else ""
-
-    def add(sev: str, rule: str, section: str, msg: str, file: str = dfile, key: str = "") -> None:
-        out.append(Finding(sev, rule, section, msg, file, key))
-
-    # target
-    t_arch = (pair.target_cfg.get("architectures") or ["?"])[0]
-    n = _int(tc, "num_hidden_layers")
-    th = _int(tc, "hidden_size")
-    t_vocab = _int(tc, "vocab_size")
+def target_rules(pair: Pair) -> list[Finding]:
+    """``target``: architecture, text ``model_type``, N and hidden size of the
+    target's text config; ``target-config`` error when N or the hidden size
+    is missing."""
+    n, th, prefix = pair.num_layers, pair.target_hidden, pair.text_prefix
     if n is None or th is None:
         missing = [k for k, v in (("num_hidden_layers", n), ("hidden_size", th)) if v is None]
-        add(
-            ERROR,
-            "target-config",
-            "target",
-            f"the target config has no integer {' or '.join(tkey + k for k in missing)}",
-            tfile,
-            tkey + missing[0],
-        )
-        return out
-    pair.num_layers, pair.target_hidden = n, th
-    add(
-        INFO,
-        "target",
-        "target",
-        f"{t_arch}, text model_type {tc.get('model_type')}, N = {n} layers, hidden {th}",
-        tfile,
-        "architectures",
-    )
-
-    # drafter
-    archs = dc.get("architectures")
-    if not (isinstance(archs, list) and archs and isinstance(archs[0], str)):
-        add(
-            ERROR,
-            "drafter-config",
-            "drafter",
-            "the drafter config has no architectures list",
-            key="architectures",
-        )
-        return out
-    d_arch, d_type = archs[0], dc.get("model_type")
-    add(INFO, "drafter", "drafter", f"{d_arch}, model_type {d_type}", key="architectures")
-    if d_type in MTP_REWRITTEN_TYPES:
-        add(
-            ERROR,
-            "mtp-trap",
-            "drafter",
-            f"model_type {d_type} is rewritten to deepseek_mtp (architectures DeepSeekMTPModel) "
-            "by vLLM's SpeculativeConfig.hf_config_override (vllm/config/speculative.py): the "
-            "EAGLE-3 head would load as an MTP module; type an MLA head deepseek_v2 or kimi_k2",
-            key="model_type",
-        )
-    if "kv_lora_rank" in dc:
-        add(
+        return [
+            Finding(
+                ERROR,
+                "target-config",
+                "target",
+                f"the target config has no integer {' or '.join(prefix + k for k in missing)}",
+                pair.target_file,
+                prefix + missing[0],
+            )
+        ]
+    return [
+        Finding(
             INFO,
-            "mla",
-            "drafter",
-            f"MLA head (kv_lora_rank {dc.get('kv_lora_rank')}, model_type {d_type})",
-            key="kv_lora_rank",
+            "target",
+            "target",
+            f"{first_arch(pair.target_cfg)}, text model_type {pair.text_cfg.get('model_type')}, "
+            f"N = {n} layers, hidden {th}",
+            pair.target_file,
+            "architectures",
         )
+    ]
+
+
+MTP_TRAP = (
+    "model_type {} is rewritten to deepseek_mtp (architectures DeepSeekMTPModel) by vLLM's "
+    "SpeculativeConfig.hf_config_override (vllm/config/speculative.py): the EAGLE-3 head would "
+    "load as an MTP module; type an MLA head deepseek_v2 or kimi_k2"
+)
+
+
+def mtp_trap_rule(pair: Pair, override: MtpOverride | Unanswered | None) -> list[Finding]:
+    """``mtp-trap``: a drafter ``model_type`` in ``MTP_REWRITTEN_TYPES`` loads as
+    an MTP module. An error from the files alone; with the wheel's own
+    ``hf_config_override`` answer (``ask_mtp_override``), confirmed, or an
+    ``info`` when this wheel does not rewrite it."""
+    d_type = pair.drafter_cfg.get("model_type")
+    if d_type not in MTP_REWRITTEN_TYPES:
+        return []
+    severity, message = ERROR, MTP_TRAP.format(d_type)
+    if isinstance(override, MtpOverride) and override.rewritten:
+        message += (
+            f"; confirmed: this wheel rewrites it to {override.model_type} {override.architectures}"
+        )
+    elif isinstance(override, MtpOverride):
+        severity = INFO
+        message = f"model_type {d_type} is NOT rewritten to MTP by this wheel's hf_config_override"
+    return [Finding(severity, "mtp-trap", "drafter", message, pair.drafter_file, "model_type")]
+
+
+def mla_rule(pair: Pair, d_arch: str) -> list[Finding]:
+    """``mla``: an MLA head recognised by ``kv_lora_rank`` (info), or an MLA
+    ``model_type`` / DeepSeek architecture without it (error)."""
+    dc = pair.drafter_cfg
+    d_type = dc.get("model_type")
+    if "kv_lora_rank" in dc:
+        severity = INFO
+        message = f"MLA head (kv_lora_rank {dc.get('kv_lora_rank')}, model_type {d_type})"
     elif d_type in MLA_TYPES or "deepseek" in d_arch.lower():
-        add(
-            ERROR,
-            "mla",
-            "drafter",
+        severity = ERROR
+        message = (
             f"{d_arch} / model_type {d_type} is an MLA head but the config has no kv_lora_rank "
-            "(nor the other MLA shapes): vLLM cannot build its attention",
-            key="kv_lora_rank",
-        )
-    if not pair.tensors:
-        add(
-            ERROR,
-            "no-weights",
-            "drafter",
-            "no *.safetensors (and no model.safetensors.index.json) in the drafter directory: "
-            "nothing to load, tensor checks skipped",
-            str(pair.drafter_dir),
-            "",
+            "(nor the other MLA shapes): vLLM cannot build its attention"
         )
     else:
-        out += eagle31_findings(pair)
+        return []
+    return [Finding(severity, "mla", "drafter", message, pair.drafter_file, "kv_lora_rank")]
 
-    # layer ids
-    ids, src = declared_layer_ids(dc)
+
+def drafter_rules(pair: Pair, override: MtpOverride | Unanswered | None = None) -> list[Finding]:
+    """``drafter``: the architecture (``drafter-config`` error when missing),
+    then ``mtp-trap``, ``mla``, and either ``no-weights`` (no safetensors)
+    or the EAGLE 3.1 flags against the weights (``eagle31_findings``)."""
+    d_arch = drafter_arch(pair)
+    if d_arch is None:
+        message = "the drafter config has no architectures list"
+        return [
+            Finding(ERROR, "drafter-config", "drafter", message, pair.drafter_file, "architectures")
+        ]
+    info = f"{d_arch}, model_type {pair.drafter_cfg.get('model_type')}"
+    out = [Finding(INFO, "drafter", "drafter", info, pair.drafter_file, "architectures")]
+    out += mtp_trap_rule(pair, override) + mla_rule(pair, d_arch)
+    if pair.tensors:
+        return out + eagle31_findings(pair)
+    message = (
+        "no *.safetensors (and no model.safetensors.index.json) in the drafter directory: "
+        "nothing to load, tensor checks skipped"
+    )
+    return [*out, Finding(ERROR, "no-weights", "drafter", message, str(pair.drafter_dir), "")]
+
+
+def _layer_ids_finding(pair: Pair, severity: str, rule: str, message: str, key: str) -> Finding:
+    return Finding(severity, rule, "layer-ids", message, pair.drafter_file, key)
+
+
+def layer_ids_source_rules(pair: Pair) -> list[Finding]:
+    """Where the ids come from: ``layer-ids-conflict`` (top level and
+    ``eagle_config`` differ), ``layer-ids-absent`` (the target's default),
+    then ``layer-ids-type`` or ``layer-ids-empty`` (errors), else
+    ``layer-ids-source`` (info). Needs N (``checked_layer_ids``)."""
+    dc, ids, src = pair.drafter_cfg, pair.declared_ids, pair.ids_key
     nested = dc.get("eagle_config") if isinstance(dc.get("eagle_config"), dict) else {}
-    if (
-        src == LAYER_IDS_KEY
-        and nested.get(LAYER_IDS_KEY) is not None
-        and nested[LAYER_IDS_KEY] != ids
-    ):
-        add(
-            WARNING,
-            "layer-ids-conflict",
-            "layer-ids",
-            f"eagle_config.{LAYER_IDS_KEY} = {nested[LAYER_IDS_KEY]} differs from the top-level "
-            f"{ids}; the top level wins",
-            key=f"eagle_config.{LAYER_IDS_KEY}",
-        )
+    out: list[Finding] = []
+    if src == LAYER_IDS_KEY and nested.get(LAYER_IDS_KEY) is not None:
+        if nested[LAYER_IDS_KEY] != ids:
+            message = (
+                f"eagle_config.{LAYER_IDS_KEY} = {nested[LAYER_IDS_KEY]} differs from the "
+                f"top-level {ids}; the top level wins"
+            )
+            key = f"eagle_config.{LAYER_IDS_KEY}"
+            out.append(_layer_ids_finding(pair, WARNING, "layer-ids-conflict", message, key))
     if ids is None:
-        ids = default_layer_ids(n)
-        add(
-            WARNING,
-            "layer-ids-absent",
-            "layer-ids",
+        ids = default_layer_ids(pair.num_layers or 0)
+        message = (
             f"no {LAYER_IDS_KEY} at the top level or under eagle_config: vLLM uses the target's "
-            f"default (2, N//2, N-3) = {ids} (vllm PR #50170); was the head trained on those?",
-            key=LAYER_IDS_KEY,
+            f"default (2, N//2, N-3) = {ids} (vllm PR #50170); was the head trained on those?"
         )
+        out.append(_layer_ids_finding(pair, WARNING, "layer-ids-absent", message, LAYER_IDS_KEY))
         src_text = "none declared: the target's default"
     else:
         src_text = f"from {'the top-level ' if src == LAYER_IDS_KEY else ''}{src}"
-    if not (
-        isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
-    ):
-        add(
-            ERROR,
-            "layer-ids-type",
-            "layer-ids",
-            f"{ids!r} is not a list of integers",
-            key=src or LAYER_IDS_KEY,
-        )
-        return out
+    if not _is_int_list(ids):
+        message = f"{ids!r} is not a list of integers"
+        return [
+            *out,
+            _layer_ids_finding(pair, ERROR, "layer-ids-type", message, src or LAYER_IDS_KEY),
+        ]
     if not ids:
-        add(
-            ERROR,
-            "layer-ids-empty",
-            "layer-ids",
+        message = (
             "an explicit empty list: the head would read no aux hidden states (not the same as "
-            "absent; vLLM 0.17.1 silently falls back to the default)",
-            key=src,
+            "absent; vLLM 0.17.1 silently falls back to the default)"
         )
-        return out
-    pair.layer_ids, pair.layer_ids_key = list(ids), src
-    add(INFO, "layer-ids-source", "layer-ids", f"ids {ids} ({src_text})", key=src or LAYER_IDS_KEY)
-    key = src or LAYER_IDS_KEY
+        return [*out, _layer_ids_finding(pair, ERROR, "layer-ids-empty", message, src)]
+    message = f"ids {ids} ({src_text})"
+    return [*out, _layer_ids_finding(pair, INFO, "layer-ids-source", message, src or LAYER_IDS_KEY)]
+
+
+def layer_ids_value_rules(pair: Pair, ids: list[int]) -> list[Finding]:
+    """The values of the checked ids against N: ``layer-id-range`` (each in
+    ``0..N``), ``layer-id-duplicate``, and the ``layer-ids-convention`` note
+    (ids that include N, or equal the default plus one: the "output of
+    layer i" convention, sglang PR #25454, vllm #43671)."""
+    n, key = pair.num_layers or 0, pair.ids_key or LAYER_IDS_KEY
+    out: list[Finding] = []
     bad = [i for i in ids if not 0 <= i <= n]
     if bad:
-        add(
-            ERROR,
-            "layer-id-range",
-            "layer-ids",
+        message = (
             f"id(s) {bad} outside 0..{n} (N = {n}: id i is the residual stream entering layer i, "
-            f"id N the stream after the last layer)",
-            key=key,
+            f"id N the stream after the last layer)"
         )
+        out.append(_layer_ids_finding(pair, ERROR, "layer-id-range", message, key))
     dups = sorted({i for i in ids if ids.count(i) > 1})
     if dups:
-        add(ERROR, "layer-id-duplicate", "layer-ids", f"id(s) {dups} repeated in {ids}", key=key)
+        message = f"id(s) {dups} repeated in {ids}"
+        out.append(_layer_ids_finding(pair, ERROR, "layer-id-duplicate", message, key))
     if not bad and (n in ids or ids == [i + 1 for i in default_layer_ids(n)]):
         why = f"include N = {n}" if n in ids else "equal the default (2, N//2, N-3) plus one"
-        add(
-            NOTE,
-            "layer-ids-convention",
-            "layer-ids",
+        message = (
             f"ids {ids} {why}: if the trainer counted id i as the OUTPUT of layer i, every id "
             f"is one too high for vLLM (id i = the stream entering layer i; sglang PR #25454, "
-            f"vllm #43671)",
-            key=key,
+            f"vllm #43671)"
         )
+        out.append(_layer_ids_finding(pair, NOTE, "layer-ids-convention", message, key))
+    return out
 
-    # sizes
-    t_key = "target_hidden_size" if "target_hidden_size" in dc else "hidden_size"
-    d_target_hidden = _int(dc, t_key)
-    d_hidden = _int(dc, "hidden_size")
+
+def _target_hidden_key(pair: Pair) -> str:
+    """The drafter's key for the target's hidden size."""
+    return "target_hidden_size" if "target_hidden_size" in pair.drafter_cfg else "hidden_size"
+
+
+def target_hidden_size_rule(pair: Pair) -> list[Finding]:
+    """``target-hidden-size``: the drafter's ``target_hidden_size`` (else
+    ``hidden_size``) against the target's ``hidden_size``."""
+    t_key, th = _target_hidden_key(pair), pair.target_hidden
+    d_target_hidden = _int(pair.drafter_cfg, t_key)
     if d_target_hidden != th:
-        add(
-            ERROR,
-            "target-hidden-size",
-            "sizes",
-            f"{t_key} = {d_target_hidden} but the target's hidden_size is {th}",
-            key=t_key,
-        )
+        severity = ERROR
+        message = f"{t_key} = {d_target_hidden} but the target's hidden_size is {th}"
     else:
-        add(
-            INFO,
-            "target-hidden-size",
-            "sizes",
-            f"{t_key} {th} = the target's hidden_size",
-            key=t_key,
-        )
-    if not pair.tensors:
-        return out
+        severity, message = INFO, f"{t_key} {th} = the target's hidden_size"
+    return [Finding(severity, "target-hidden-size", "sizes", message, pair.drafter_file, t_key)]
+
+
+def _tensor_finding(pair: Pair, severity: str, rule: str, message: str, t: Tensor) -> Finding:
+    """A ``sizes`` finding about tensor ``t``, naming its shard file."""
+    return Finding(severity, rule, "sizes", message, str(pair.drafter_dir / t.file), t.name)
+
+
+def fc_rules(pair: Pair, ids: list[int]) -> list[Finding]:
+    """``fc-width``: ``fc.weight`` present, 2-D, ``[hidden_size, k *
+    target_hidden]``; then ``layer-id-count`` (k against the ids) and
+    ``fc-states`` (k other than the ``UPSTREAM_FC_STATES`` vLLM builds)."""
+    t_key = _target_hidden_key(pair)
+    d_target_hidden, d_hidden = _int(pair.drafter_cfg, t_key), _int(pair.drafter_cfg, "hidden_size")
     fc = pair.tensors.get("fc.weight")
-    k = None
     if fc is None:
-        add(
-            ERROR,
-            "fc-width",
-            "sizes",
-            "no fc.weight: this is not an EAGLE-3 head",
-            str(pair.drafter_dir),
-            "fc.weight",
-        )
-    elif (
+        message = "no fc.weight: this is not an EAGLE-3 head"
+        return [Finding(ERROR, "fc-width", "sizes", message, str(pair.drafter_dir), "fc.weight")]
+    if (
         len(fc.shape) != 2
         or fc.shape[0] != d_hidden
         or not d_target_hidden
         or fc.shape[1] % d_target_hidden
     ):
-        add(
-            ERROR,
-            "fc-width",
-            "sizes",
+        message = (
             f"fc.weight is {fc.shape}, expected [hidden_size = {d_hidden}, "
-            f"k * {t_key} = k * {d_target_hidden}]",
-            str(pair.drafter_dir / fc.file),
-            fc.name,
+            f"k * {t_key} = k * {d_target_hidden}]"
         )
-    else:
-        k = fc.shape[1] // d_target_hidden
-        add(
-            INFO,
-            "fc-width",
-            "sizes",
-            f"fc.weight {fc.shape} = [hidden_size, {k} * {d_target_hidden}]: {k} aux states",
-            str(pair.drafter_dir / fc.file),
-            fc.name,
+        return [_tensor_finding(pair, ERROR, "fc-width", message, fc)]
+    k = fc.shape[1] // d_target_hidden
+    message = f"fc.weight {fc.shape} = [hidden_size, {k} * {d_target_hidden}]: {k} aux states"
+    out = [_tensor_finding(pair, INFO, "fc-width", message, fc)]
+    if k != len(ids):
+        message = (
+            f"{len(ids)} ids {ids} but fc.weight {fc.shape} takes k = {k} aux states "
+            f"({fc.shape[1]} = {k} * {d_target_hidden})"
         )
-        if k != len(ids):
-            add(
-                ERROR,
-                "layer-id-count",
-                "layer-ids",
-                f"{len(ids)} ids {ids} but fc.weight {fc.shape} takes k = {k} aux states "
-                f"({fc.shape[1]} = {k} * {d_target_hidden})",
-                key=key,
-            )
-        if k != UPSTREAM_FC_STATES:
-            add(
-                WARNING,
-                "fc-states",
-                "sizes",
-                f"fc.weight takes {k} aux states; vLLM's Eagle3LlamaForCausalLM builds fc for "
-                f"{UPSTREAM_FC_STATES} (llama_eagle3.py), so loading may fail",
-                str(pair.drafter_dir / fc.file),
-                fc.name,
-            )
-    vocab = _int(dc, "vocab_size")
-    dv = _int(dc, "draft_vocab_size") or vocab
-    dv_key = "draft_vocab_size" if "draft_vocab_size" in dc else "vocab_size"
-
-    def tensor_where(t: Tensor) -> str:
-        return str(pair.drafter_dir / t.file)
-
-    lm = pair.tensors.get("lm_head.weight")
-    if lm is None:
-        add(
-            ERROR,
-            "draft-vocab",
-            "sizes",
-            "no lm_head.weight in the head",
-            str(pair.drafter_dir),
-            "lm_head.weight",
+        key = pair.ids_key or LAYER_IDS_KEY
+        out.append(_layer_ids_finding(pair, ERROR, "layer-id-count", message, key))
+    if k != UPSTREAM_FC_STATES:
+        message = (
+            f"fc.weight takes {k} aux states; vLLM's Eagle3LlamaForCausalLM builds fc for "
+            f"{UPSTREAM_FC_STATES} (llama_eagle3.py), so loading may fail"
         )
-    elif lm.shape[:1] != [dv]:
-        add(
-            ERROR,
-            "draft-vocab",
-            "sizes",
-            f"lm_head.weight is {lm.shape} but {dv_key} = {dv}",
-            tensor_where(lm),
-            lm.name,
-        )
-    d2t, t2d = pair.tensors.get("d2t"), pair.tensors.get("t2d")
-    if d2t is not None and d2t.shape != [dv]:
-        add(
-            ERROR,
-            "draft-vocab",
-            "sizes",
-            f"d2t is {d2t.shape} but {dv_key} = {dv}",
-            tensor_where(d2t),
-            d2t.name,
-        )
-    if t2d is not None and t2d.shape != [vocab]:
-        add(
-            ERROR,
-            "draft-vocab",
-            "sizes",
-            f"t2d is {t2d.shape} but vocab_size = {vocab}",
-            tensor_where(t2d),
-            t2d.name,
-        )
-    if d2t is None and dv != vocab:
-        add(
-            ERROR,
-            "draft-vocab",
-            "sizes",
-            f"draft_vocab_size {dv} < vocab_size {vocab} but no d2t maps draft ids to target ids",
-            key=dv_key,
-        )
-    if not any(f.rule == "draft-vocab" for f in out):
-        add(
-            INFO,
-            "draft-vocab",
-            "sizes",
-            f"{dv_key} {dv}: lm_head.weight rows"
-            + (", d2t" if d2t is not None else "")
-            + (", t2d" if t2d is not None else "")
-            + " agree",
-            key=dv_key,
-        )
-    emb = pair.tensors.get("embed_tokens.weight")
-    if emb is not None:
-        if emb.shape != [vocab, d_hidden]:
-            add(
-                ERROR,
-                "embeddings",
-                "sizes",
-                f"embed_tokens.weight is {emb.shape}, expected "
-                f"[vocab_size = {vocab}, hidden_size = {d_hidden}]",
-                tensor_where(emb),
-                emb.name,
-            )
-        else:
-            add(
-                INFO,
-                "embeddings",
-                "sizes",
-                f"own embed_tokens.weight {emb.shape}",
-                tensor_where(emb),
-                emb.name,
-            )
-    elif vocab != t_vocab:
-        add(
-            ERROR,
-            "embeddings",
-            "sizes",
-            f"no embed_tokens.weight, so vLLM shares the target's embeddings, but vocab_size "
-            f"{vocab} != the target's {t_vocab}",
-            key="vocab_size",
-        )
-    else:
-        add(
-            INFO,
-            "embeddings",
-            "sizes",
-            "no embed_tokens.weight: shared with the target",
-            str(pair.drafter_dir),
-            "embed_tokens.weight",
-        )
+        out.append(_tensor_finding(pair, WARNING, "fc-states", message, fc))
     return out
 
 
-def _flag(cfg: dict[str, Any], flag: str) -> bool:
+def draft_vocab_rules(pair: Pair) -> list[Finding]:
+    """``draft-vocab``: ``draft_vocab_size`` (else ``vocab_size``) against
+    ``lm_head.weight`` rows and ``d2t`` length, ``t2d`` length against
+    ``vocab_size``, and ``d2t`` needed for a smaller draft vocabulary; one
+    ``info`` when all agree."""
+    dc, tensors = pair.drafter_cfg, pair.tensors
+    vocab = _int(dc, "vocab_size")
+    dv = _int(dc, "draft_vocab_size") or vocab
+    dv_key = "draft_vocab_size" if "draft_vocab_size" in dc else "vocab_size"
+    lm, d2t, t2d = tensors.get("lm_head.weight"), tensors.get("d2t"), tensors.get("t2d")
+    out: list[Finding] = []
+    if lm is None:
+        message = "no lm_head.weight in the head"
+        out.append(
+            Finding(ERROR, "draft-vocab", "sizes", message, str(pair.drafter_dir), "lm_head.weight")
+        )
+    elif lm.shape[:1] != [dv]:
+        message = f"lm_head.weight is {lm.shape} but {dv_key} = {dv}"
+        out.append(_tensor_finding(pair, ERROR, "draft-vocab", message, lm))
+    if d2t is not None and d2t.shape != [dv]:
+        message = f"d2t is {d2t.shape} but {dv_key} = {dv}"
+        out.append(_tensor_finding(pair, ERROR, "draft-vocab", message, d2t))
+    if t2d is not None and t2d.shape != [vocab]:
+        message = f"t2d is {t2d.shape} but vocab_size = {vocab}"
+        out.append(_tensor_finding(pair, ERROR, "draft-vocab", message, t2d))
+    if d2t is None and dv != vocab:
+        message = (
+            f"draft_vocab_size {dv} < vocab_size {vocab} but no d2t maps draft ids to target ids"
+        )
+        out.append(Finding(ERROR, "draft-vocab", "sizes", message, pair.drafter_file, dv_key))
+    if out:
+        return out
+    message = (
+        f"{dv_key} {dv}: lm_head.weight rows"
+        + (", d2t" if d2t is not None else "")
+        + (", t2d" if t2d is not None else "")
+        + " agree"
+    )
+    return [Finding(INFO, "draft-vocab", "sizes", message, pair.drafter_file, dv_key)]
+
+
+def embeddings_rule(pair: Pair) -> list[Finding]:
+    """``embeddings``: the head's own ``embed_tokens.weight`` of shape
+    ``[vocab_size, hidden_size]``, or none, shared with a target of the
+    same ``vocab_size``."""
+    dc = pair.drafter_cfg
+    vocab, d_hidden = _int(dc, "vocab_size"), _int(dc, "hidden_size")
+    t_vocab = _int(pair.text_cfg, "vocab_size")
+    emb = pair.tensors.get("embed_tokens.weight")
+    if emb is not None and emb.shape != [vocab, d_hidden]:
+        message = (
+            f"embed_tokens.weight is {emb.shape}, expected "
+            f"[vocab_size = {vocab}, hidden_size = {d_hidden}]"
+        )
+        return [_tensor_finding(pair, ERROR, "embeddings", message, emb)]
+    if emb is not None:
+        message = f"own embed_tokens.weight {emb.shape}"
+        return [_tensor_finding(pair, INFO, "embeddings", message, emb)]
+    if vocab != t_vocab:
+        message = (
+            f"no embed_tokens.weight, so vLLM shares the target's embeddings, but vocab_size "
+            f"{vocab} != the target's {t_vocab}"
+        )
+        return [Finding(ERROR, "embeddings", "sizes", message, pair.drafter_file, "vocab_size")]
+    message = "no embed_tokens.weight: shared with the target"
+    where = str(pair.drafter_dir)
+    return [Finding(INFO, "embeddings", "sizes", message, where, "embed_tokens.weight")]
+
+
+def check_pair(pair: Pair, override: MtpOverride | Unanswered | None = None) -> list[Finding]:
+    """Apply every file rule to ``pair``; the findings in report order.
+
+    The families, each a function of ``pair`` alone: ``target_rules``,
+    ``drafter_rules`` (``mtp-trap`` takes the wheel's ``override`` answer
+    when vLLM was asked), ``layer_ids_source_rules`` and
+    ``layer_ids_value_rules``, then the sizes (``target_hidden_size_rule``,
+    ``fc_rules``, ``draft_vocab_rules``, ``embeddings_rule``). A family
+    whose input is missing ends the list: no N or hidden size in the
+    target, no architectures in the drafter, ids that are not a non-empty
+    list of integers; without safetensors only the hidden size is compared.
+    """
+    out = target_rules(pair)
+    if pair.num_layers is None or pair.target_hidden is None:
+        return out
+    out += drafter_rules(pair, override)
+    if drafter_arch(pair) is None:
+        return out
+    out += layer_ids_source_rules(pair)
+    ids = checked_layer_ids(pair)
+    if ids is None:
+        return out
+    out += layer_ids_value_rules(pair, ids) + target_hidden_size_rule(pair)
+    if not pair.tensors:
+        return out
+    return out + fc_rules(pair, ids) + draft_vocab_rules(pair) + embeddings_rule(pair)
+
+
+def _flag(cfg: Mapping[str, Any], flag: str) -> bool:
     """An EAGLE 3.1 flag as the series' drafters read it: ``norm_before_fc``
     under ``eagle_config`` first, then at the top level; the others at the
     top level."""
@@ -889,8 +947,13 @@ def aux_state_count(pair: Pair) -> tuple[int, int]:
     fc = pair.tensors.get("fc.weight")
     if fc is not None and len(fc.shape) == 2 and th and fc.shape[1] % th == 0:
         return fc.shape[1] // th, th
-    ids, _ = declared_layer_ids(dc)
+    ids = pair.declared_ids
     return (len(ids) if isinstance(ids, list) and ids else UPSTREAM_FC_STATES), th
+
+
+def eagle31_flags(pair: Pair) -> list[str]:
+    """The EAGLE 3.1 flags (``EAGLE31_FLAGS``) the drafter sets."""
+    return [f for f in EAGLE31_FLAGS if _flag(pair.drafter_cfg, f)]
 
 
 def _fc_norm_problem(pair: Pair, k: int, th: int) -> str:
@@ -917,6 +980,22 @@ def _fc_norm_problem(pair: Pair, k: int, th: int) -> str:
     return f"fc_norm needs {want} for fc's {k} aux states; " + ", ".join(parts + wrong)
 
 
+def _eagle31_problems(pair: Pair, k: int, th: int) -> dict[str, str]:
+    """Why each EAGLE 3.1 flag's weights do not fit ``k`` aux states of width
+    ``th`` ("" when they do)."""
+    norm = pair.tensors.get("input_norm.weight")
+    before_fc = (
+        f"norm_before_fc needs input_norm.weight [{k * th}] (one RMSNorm over fc's "
+        f"{k} x {th} input); the checkpoint has "
+        + (f"{norm.shape}" if norm is not None else "none")
+    )
+    return {
+        "fc_norm": _fc_norm_problem(pair, k, th),
+        "norm_before_fc": "" if norm is not None and norm.shape == [k * th] else before_fc,
+        "norm_output": "" if "norm.weight" in pair.tensors else "the checkpoint has no norm.weight",
+    }
+
+
 def eagle31_findings(pair: Pair) -> list[Finding]:
     """``eagle31`` / ``eagle31-weights``: each EAGLE 3.1 flag (``EAGLE31_FLAGS``)
     against the weights it needs, and weights present without their flag.
@@ -928,53 +1007,55 @@ def eagle31_findings(pair: Pair) -> list[Finding]:
     ``norm.weight``. A weight without its flag is a warning: vLLM does not
     apply it (``fc_norm.*``) or skips it (``input_norm.weight``).
     """
-    dfile = str(pair.drafter_dir / "config.json")
     k, th = aux_state_count(pair)
-    out: list[Finding] = []
-
-    def add(sev: str, rule: str, msg: str, key: str) -> None:
-        out.append(Finding(sev, rule, "drafter", msg, dfile, key))
-
-    dc, tensors = pair.drafter_cfg, pair.tensors
-    has_fc_norm = "fc_norm.weight" in tensors or any(FC_NORM.fullmatch(n) for n in tensors)
-    problems = {
-        "fc_norm": _fc_norm_problem(pair, k, th),
-        "norm_before_fc": ""
-        if tensors.get("input_norm.weight", Tensor("", "", [], "")).shape == [k * th]
-        else f"norm_before_fc needs input_norm.weight [{k * th}] (one RMSNorm over fc's "
-        f"{k} x {th} input); the checkpoint has "
-        + (f"{tensors['input_norm.weight'].shape}" if "input_norm.weight" in tensors else "none"),
-        "norm_output": "" if "norm.weight" in tensors else "the checkpoint has no norm.weight",
-    }
+    problems = _eagle31_problems(pair, k, th)
     present = {
         "fc_norm": f"fc_norm.0.weight ... fc_norm.{k - 1}.weight, [{th}] each",
         "norm_before_fc": f"input_norm.weight [{k * th}]",
         "norm_output": "norm.weight",
     }
-    for flag in EAGLE31_FLAGS:
-        if not _flag(dc, flag):
-            continue
+    out: list[Finding] = []
+    for flag in eagle31_flags(pair):
         if problems[flag]:
-            add(ERROR, "eagle31-weights", f"{flag} is set (EAGLE 3.1): {problems[flag]}", flag)
+            severity, rule = ERROR, "eagle31-weights"
+            message = f"{flag} is set (EAGLE 3.1): {problems[flag]}"
         else:
-            add(INFO, "eagle31", f"EAGLE 3.1: {flag} set, {present[flag]} present", flag)
-    for flag, there, fate in (
-        ("fc_norm", has_fc_norm, "vLLM does not build the norms, so they are not applied"),
-        ("norm_before_fc", "input_norm.weight" in tensors, "vLLM's loader skips input_norm"),
+            severity, rule = INFO, "eagle31"
+            message = f"EAGLE 3.1: {flag} set, {present[flag]} present"
+        out.append(Finding(severity, rule, "drafter", message, pair.drafter_file, flag))
+    return out + _eagle31_weights_without_flags(pair)
+
+
+def _eagle31_weights_without_flags(pair: Pair) -> list[Finding]:
+    """``eagle31-weights`` warnings: ``fc_norm`` or ``input_norm`` weights
+    whose flag is not set, which vLLM does not apply or skips."""
+    tensors, flags = pair.tensors, eagle31_flags(pair)
+    has_fc_norm = "fc_norm.weight" in tensors or any(FC_NORM.fullmatch(n) for n in tensors)
+    out: list[Finding] = []
+    for flag, there, what, fate in (
+        (
+            "fc_norm",
+            has_fc_norm,
+            "fc_norm weights",
+            "vLLM does not build the norms, so they are not applied",
+        ),
+        (
+            "norm_before_fc",
+            "input_norm.weight" in tensors,
+            "input_norm.weight",
+            "vLLM's loader skips input_norm",
+        ),
     ):
-        if there and not _flag(dc, flag):
-            what = "fc_norm weights" if flag == "fc_norm" else "input_norm.weight"
-            add(
-                WARNING,
-                "eagle31-weights",
-                f"the checkpoint has {what} but {flag} is not set: {fate}",
-                flag,
+        if there and flag not in flags:
+            message = f"the checkpoint has {what} but {flag} is not set: {fate}"
+            out.append(
+                Finding(WARNING, "eagle31-weights", "drafter", message, pair.drafter_file, flag)
             )
     return out
 
 
 # --------------------------------------------------------------------------
-# Preflight: the installed vLLM
+# Preflight: questions to the installed vLLM, one function each
 # --------------------------------------------------------------------------
 
 
@@ -1003,321 +1084,501 @@ def _first_line(exc: BaseException, limit: int = 240) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def ask_vllm(pair: Pair, findings: list[Finding]) -> list[Finding]:
-    """What the installed vLLM does with the pair; findings in section ``vllm``.
+@dataclass(frozen=True)
+class Unanswered:
+    """A question vLLM could not be asked: the API it needs is missing (a
+    private function renamed, say) or raised. ``why``: the exception's first
+    line. Reported as a ``note``, never as the wheel's verdict."""
 
-    Imports ``vllm`` (with ``VLLM_LOGGING_LEVEL=ERROR`` unless set) and asks:
-
-    - ``vllm``: version and whether it carries a patch-queue manifest; an
-      ``error`` when vLLM does not import (the rules above still ran, the
-      wheel's verdicts are unknown).
-    - ``target-eagle3``: the registry's class for the target architecture and
-      ``supports_eagle3`` on it (vllm/model_executor/models/interfaces.py).
-    - ``speculative-config``: ``SpeculativeConfig(method="eagle3")`` built on
-      a ``ModelConfig`` of the target with the drafter (vllm/config/
-      speculative.py): the allowlist, the drafter's config class, the
-      architecture rename. Its error is the refusal.
-    - ``drafter-class``: the class the registry resolves the drafter to
-      (``ModelRegistry.resolve_model_cls``), or why it does not.
-    - ``mtp-trap``: confirmed or lifted by calling the wheel's own
-      ``SpeculativeConfig.hf_config_override`` on the drafter's config.
-    - ``eagle31-wheel``: an EAGLE 3.1 flag (``fc_norm``, ``norm_output``) that
-      the module of the resolved drafter class never mentions is ignored by
-      this wheel: an error.
-    - ``layer-ids-wheel``: the ids the wheel will use, from the model
-      runner's ``_get_eagle3_aux_layers_from_config``
-      (vllm/v1/worker/gpu_model_runner.py), falling back to the target's
-      default; an error when they differ from the drafter's declared ids,
-      or when the target's text model refuses them
-      (``set_aux_hidden_state_layers`` raises ``ValueError`` for ids outside
-      ``0..N``): then the refusal is reported, not the ids.
-    """
-    out: list[Finding] = []
-
-    def add(sev: str, rule: str, msg: str, file: str = "", key: str = "") -> None:
-        out.append(Finding(sev, rule, "vllm", msg, file, key))
-
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-    with _quiet():
-        try:
-            import vllm  # noqa: F401
-
-            version = md.version("vllm")
-        except Exception as exc:  # noqa: BLE001 - any import failure means "not usable"
-            add(
-                ERROR,
-                "vllm",
-                f"vLLM does not import in this Python ({sys.executable}: {_first_line(exc)}): "
-                "only the file rules ran, and the wheel's verdicts (registry, "
-                "SpeculativeConfig, layer ids) are unknown. Run the preflight with the "
-                "serving host's Python, or pass --no-vllm to check the files alone",
-            )
-            return out
-        try:
-            manifest = md.distribution("vllm").read_text(MANIFEST)
-        except Exception:  # noqa: BLE001
-            manifest = None
-        build = "patch-queue build" if manifest else "no vpq_manifest.json: not a patch-queue build"
-        add(INFO, "vllm", f"vllm {version} ({build})")
-        _ask_vllm_pair(pair, findings, add)
-    return out
+    why: str
 
 
-def _ask_vllm_pair(pair: Pair, findings: list[Finding], add: Any) -> None:
-    tfile = str(pair.target_dir / "config.json")
-    dfile = str(pair.drafter_dir / "config.json")
+@dataclass(frozen=True)
+class Installed:
+    """The installed vLLM: its version and whether it carries the manifest."""
+
+    version: str
+    patch_queue: bool
+
+
+@dataclass(frozen=True)
+class Registry:
+    """vLLM's ``ModelRegistry`` and its ``supports_eagle3`` check."""
+
+    models: Any
+    supports_eagle3: Any
+
+
+@dataclass(frozen=True)
+class TargetClass:
+    """The registry's class for the target architecture (``None``: it has
+    none) and whether ``supports_eagle3`` holds for it."""
+
+    cls: Any
+    eagle3: bool
+
+
+@dataclass(frozen=True)
+class MtpOverride:
+    """What ``SpeculativeConfig.hf_config_override`` makes of the drafter's config."""
+
+    rewritten: bool
+    model_type: Any
+    architectures: Any
+
+
+@dataclass(frozen=True)
+class SpecVerdict:
+    """``SpeculativeConfig(method="eagle3")`` on the pair: the config, or
+    (``config`` ``None``) the first line of its refusal."""
+
+    config: Any
+    refusal: str = ""
+
+
+@dataclass(frozen=True)
+class DrafterClass:
+    """The class the registry resolves the drafter to (``cls``, through
+    ``arch``), or why it cannot (``refusal``)."""
+
+    cls: Any = None
+    arch: str = ""
+    refusal: str = ""
+
+
+@dataclass(frozen=True)
+class Registered:
+    """Without a ``SpeculativeConfig``: whether the registry lists the
+    EAGLE-3 name of the drafter's architecture."""
+
+    arch: str
+    known: bool
+
+
+@dataclass(frozen=True)
+class RunnerIds:
+    """The aux layer ids the model runner will use and where they come from."""
+
+    ids: list[int]
+    how: str
+
+
+def ask_installed() -> Installed | Unanswered:
+    """Import ``vllm``: its version and whether it is a patch-queue build."""
+    try:
+        import vllm  # noqa: F401
+
+        version = md.version("vllm")
+    except Exception as exc:  # noqa: BLE001 - any import failure means "not usable"
+        return Unanswered(_first_line(exc))
+    try:
+        manifest = md.distribution("vllm").read_text(MANIFEST)
+    except Exception:  # noqa: BLE001
+        manifest = None
+    return Installed(version, bool(manifest))
+
+
+def ask_registry() -> Registry | Unanswered:
+    """Import vLLM's model registry and ``supports_eagle3``."""
     try:
         from vllm.model_executor.models.interfaces import supports_eagle3
         from vllm.model_executor.models.registry import ModelRegistry
     except Exception as exc:  # noqa: BLE001
-        add(WARNING, "vllm", f"vLLM's model registry does not import: {_first_line(exc)}")
-        return
-    t_arch = (pair.target_cfg.get("architectures") or ["?"])[0]
-    try:
-        t_cls = ModelRegistry._try_load_model_cls(t_arch)
-    except Exception:  # noqa: BLE001
-        t_cls = None
-    if t_cls is None:
-        add(
-            ERROR,
-            "target-eagle3",
-            f"this wheel's registry has no model class for {t_arch}",
-            tfile,
-            "architectures",
-        )
-    elif not supports_eagle3(t_cls):
-        add(
-            ERROR,
-            "target-eagle3",
-            f"{t_arch} ({t_cls.__module__}) does not implement "
-            "SupportsEagle3 in this wheel: EAGLE-3 is refused for this target",
-            tfile,
-            "architectures",
-        )
-    else:
-        add(
-            INFO,
-            "target-eagle3",
-            f"{t_arch} -> {t_cls.__module__}.{t_cls.__name__}: supports_eagle3 holds",
-            tfile,
-            "architectures",
-        )
+        return Unanswered(_first_line(exc))
+    return Registry(ModelRegistry, supports_eagle3)
 
-    # the deepseek_v3 -> MTP trap, as this wheel's override does it
+
+def ask_target_class(registry: Registry, arch: Any) -> TargetClass | Unanswered:
+    """The registry's class for the target's architecture
+    (``ModelRegistry._try_load_model_cls``, private) and ``supports_eagle3``
+    on it (vllm/model_executor/models/interfaces.py)."""
+    try:
+        cls = registry.models._try_load_model_cls(arch)
+        return TargetClass(cls, cls is not None and bool(registry.supports_eagle3(cls)))
+    except Exception as exc:  # noqa: BLE001 - e.g. the private function renamed
+        return Unanswered(_first_line(exc))
+
+
+def ask_mtp_override(pair: Pair) -> MtpOverride | Unanswered:
+    """The wheel's own ``SpeculativeConfig.hf_config_override`` on the
+    drafter's config: does it rewrite the ``model_type`` (to MTP)?"""
+    d_type = pair.drafter_cfg.get("model_type")
     try:
         from transformers import PretrainedConfig
         from vllm.config import SpeculativeConfig
 
         probe = PretrainedConfig(**{k: v for k, v in pair.drafter_cfg.items() if k != "model_type"})
-        probe.model_type = pair.drafter_cfg.get("model_type")
+        probe.model_type = d_type
         probe = SpeculativeConfig.hf_config_override(probe)
-        rewritten = getattr(probe, "model_type", None) != pair.drafter_cfg.get("model_type")
-        for f in findings:
-            if f.rule == "mtp-trap":
-                if rewritten:
-                    f.message += (
-                        f"; confirmed: this wheel rewrites it to {probe.model_type} "
-                        f"{getattr(probe, 'architectures', None)}"
-                    )
-                else:
-                    f.severity = INFO
-                    f.message = (
-                        f"model_type {pair.drafter_cfg.get('model_type')} is NOT "
-                        "rewritten to MTP by this wheel's hf_config_override"
-                    )
-    except Exception as exc:  # noqa: BLE001
-        add(
-            NOTE,
-            "mtp-trap",
-            f"could not run the wheel's hf_config_override: {_first_line(exc)}",
-            dfile,
-            "model_type",
+        return MtpOverride(
+            getattr(probe, "model_type", None) != d_type,
+            getattr(probe, "model_type", None),
+            getattr(probe, "architectures", None),
         )
+    except Exception as exc:  # noqa: BLE001
+        return Unanswered(_first_line(exc))
 
-    sc = None
+
+def ask_speculative_config(pair: Pair) -> SpecVerdict:
+    """``SpeculativeConfig(method="eagle3")`` built on a ``ModelConfig`` of
+    the target with the drafter (vllm/config/speculative.py): the allowlist,
+    the drafter's config class, the architecture rename. Its error is the
+    refusal."""
     try:
         from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig
 
         mc = ModelConfig(model=str(pair.target_dir), skip_tokenizer_init=True)
-        sc = SpeculativeConfig(
-            target_model_config=mc,
-            target_parallel_config=ParallelConfig(),
-            method="eagle3",
-            model=str(pair.drafter_dir),
-            num_speculative_tokens=1,
-        )
-        add(
-            INFO,
-            "speculative-config",
-            "SpeculativeConfig(method=eagle3) accepts the pair",
-            dfile,
-            "architectures",
+        return SpecVerdict(
+            SpeculativeConfig(
+                target_model_config=mc,
+                target_parallel_config=ParallelConfig(),
+                method="eagle3",
+                model=str(pair.drafter_dir),
+                num_speculative_tokens=1,
+            )
         )
     except Exception as exc:  # noqa: BLE001
-        add(
-            ERROR,
-            "speculative-config",
-            f"this wheel refuses the pair in SpeculativeConfig(method=eagle3): {_first_line(exc)}",
-            dfile,
-            "architectures",
-        )
-
-    d_arch = (pair.drafter_cfg.get("architectures") or ["?"])[0]
-    if sc is not None:
-        try:
-            cls, arch = ModelRegistry.resolve_model_cls(
-                sc.draft_model_config.architectures, sc.draft_model_config
-            )
-            add(
-                INFO,
-                "drafter-class",
-                f"{d_arch} -> {arch} -> {cls.__module__}.{cls.__name__}",
-                dfile,
-                "architectures",
-            )
-            _ask_eagle31(pair, cls, add)
-        except Exception as exc:  # noqa: BLE001
-            add(
-                ERROR,
-                "drafter-class",
-                f"this wheel cannot resolve the drafter's class: {_first_line(exc)}",
-                dfile,
-                "architectures",
-            )
-    else:
-        eagle3_arch = (
-            d_arch
-            if d_arch.startswith("Eagle3") or d_arch.endswith("Eagle3")
-            else f"Eagle3{d_arch}"
-        )
-        known = eagle3_arch in ModelRegistry.get_supported_archs()
-        add(
-            ERROR if not known else INFO,
-            "drafter-class",
-            f"{d_arch} -> {eagle3_arch}: "
-            + ("registered in this wheel" if known else "not in this wheel's model registry"),
-            dfile,
-            "architectures",
-        )
-
-    if sc is not None and pair.layer_ids is not None:
-        _ask_layer_ids(pair, sc, ModelRegistry, add)
+        return SpecVerdict(None, _first_line(exc))
 
 
-def _wheel_refusal(pair: Pair, registry: Any, ids: list[int]) -> str:
-    """The installed target text model's verdict on ``ids``: "" when its
-    ``set_aux_hidden_state_layers`` takes them, else the ``ValueError`` it
-    raises (the series checks ``0..N`` and duplicates at load).
-
-    Asked of the wheel's own class for the text model (``text_config``'s
-    architecture for Kimi-K2.5), on a stand-in instance that carries only
-    ``config.num_hidden_layers`` and ``model``."""
-    from types import SimpleNamespace
-
-    by_type = TEXT_ARCHS.get(str(pair.text_cfg.get("model_type")))
-    archs = pair.text_cfg.get("architectures") or ([by_type] if by_type else None)
-    archs = archs or pair.target_cfg.get("architectures") or ["?"]
-    cls = registry._try_load_model_cls(archs[0])
-    setter = getattr(cls, "set_aux_hidden_state_layers", None)
-    if setter is None:
-        raise LookupError(f"{archs[0]} has no set_aux_hidden_state_layers in this wheel")
-    stub = type(cls.__name__, (SimpleNamespace,), {})(
-        config=SimpleNamespace(num_hidden_layers=pair.num_layers), model=SimpleNamespace()
-    )
+def ask_drafter_class(registry: Registry, spec: Any) -> DrafterClass:
+    """The class ``ModelRegistry.resolve_model_cls`` gives the drafter's
+    architectures in the ``SpeculativeConfig``, or its refusal."""
     try:
-        setter(stub, tuple(ids))
-    except ValueError as exc:
-        return _first_line(exc)
-    return ""
+        draft = spec.draft_model_config
+        cls, arch = registry.models.resolve_model_cls(draft.architectures, draft)
+        return DrafterClass(cls, arch)
+    except Exception as exc:  # noqa: BLE001
+        return DrafterClass(refusal=_first_line(exc))
 
 
-def _ask_layer_ids(pair: Pair, sc: Any, registry: Any, add: Any) -> None:
-    """``layer-ids-wheel``: the ids the wheel's model runner reads
-    (``_get_eagle3_aux_layers_from_config``, else the target's default), and
-    whether the wheel's target model takes them (``_wheel_refusal``)."""
-    dfile = str(pair.drafter_dir / "config.json")
-    key = pair.layer_ids_key or LAYER_IDS_KEY
+def eagle3_name(arch: str) -> str:
+    """The EAGLE-3 registry name vLLM gives a drafter architecture (``Eagle3`` prefix)."""
+    return arch if arch.startswith("Eagle3") or arch.endswith("Eagle3") else f"Eagle3{arch}"
+
+
+def ask_registered(registry: Registry, arch: str) -> Registered | Unanswered:
+    """Whether ``ModelRegistry.get_supported_archs`` lists ``eagle3_name(arch)``."""
+    name = eagle3_name(arch)
+    try:
+        return Registered(name, name in registry.models.get_supported_archs())
+    except Exception as exc:  # noqa: BLE001
+        return Unanswered(_first_line(exc))
+
+
+def ask_module_source(cls: Any) -> str | Unanswered:
+    """The source of the module that defines ``cls`` (``inspect.getsource``)."""
+    import inspect
+
+    try:
+        return inspect.getsource(sys.modules[cls.__module__])
+    except Exception as exc:  # noqa: BLE001
+        return Unanswered(_first_line(exc))
+
+
+def ask_runner_ids(pair: Pair, spec: Any) -> RunnerIds | Unanswered:
+    """The ids the model runner reads from the ``SpeculativeConfig``
+    (``GPUModelRunner._get_eagle3_aux_layers_from_config``, private,
+    vllm/v1/worker/gpu_model_runner.py), else the target's default."""
     try:
         from types import SimpleNamespace
 
         from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
         used = GPUModelRunner._get_eagle3_aux_layers_from_config(
-            SimpleNamespace(speculative_config=sc)
+            SimpleNamespace(speculative_config=spec)
         )
-        how = "from the drafter config"
         if not used:
-            used, how = tuple(default_layer_ids(pair.num_layers)), "the target's default"
-        used_list = list(used)
+            return RunnerIds(default_layer_ids(pair.num_layers or 0), "the target's default")
+        return RunnerIds(list(used), "from the drafter config")
     except Exception as exc:  # noqa: BLE001
-        add(
-            NOTE,
-            "layer-ids-wheel",
-            f"could not ask the model runner which ids it uses: {_first_line(exc)}",
-            dfile,
-            key,
-        )
-        return
+        return Unanswered(_first_line(exc))
+
+
+def _text_model_arch(pair: Pair) -> Any:
+    """The target's text model architecture: ``text_config``'s
+    ``architectures``, else by its ``model_type`` (``TEXT_ARCHS``), else the
+    target's own."""
+    by_type = TEXT_ARCHS.get(str(pair.text_cfg.get("model_type")))
+    archs = pair.text_cfg.get("architectures") or ([by_type] if by_type else None)
+    return (archs or pair.target_cfg.get("architectures") or ["?"])[0]
+
+
+def ask_ids_refusal(pair: Pair, registry: Registry, ids: list[int]) -> str | Unanswered:
+    """The installed target text model's verdict on ``ids``: "" when its
+    ``set_aux_hidden_state_layers`` takes them, else the ``ValueError`` it
+    raises (the series checks ``0..N`` and duplicates at load).
+
+    Asked of the wheel's own class for the text model (``_text_model_arch``),
+    on a stand-in instance that carries only ``config.num_hidden_layers``
+    and ``model``."""
+    from types import SimpleNamespace
+
     try:
-        refusal = _wheel_refusal(pair, registry, used_list)
+        arch = _text_model_arch(pair)
+        cls = registry.models._try_load_model_cls(arch)
+        setter = getattr(cls, "set_aux_hidden_state_layers", None)
+        if setter is None:
+            raise LookupError(f"{arch} has no set_aux_hidden_state_layers in this wheel")
+        stub = type(cls.__name__, (SimpleNamespace,), {})(
+            config=SimpleNamespace(num_hidden_layers=pair.num_layers), model=SimpleNamespace()
+        )
+        try:
+            setter(stub, tuple(ids))
+        except ValueError as exc:
+            return _first_line(exc)
+        return ""
     except Exception as exc:  # noqa: BLE001
-        refusal = None
-        add(
-            NOTE,
-            "layer-ids-wheel",
-            f"could not ask the target model whether it takes ids {used_list}: {_first_line(exc)}",
-            dfile,
-            key,
+        return Unanswered(_first_line(exc))
+
+
+@dataclass(frozen=True)
+class WheelAnswers:
+    """Every answer of the installed vLLM about a pair (``ask_vllm``).
+    ``None``: not asked, because an earlier answer made the question moot
+    (no vLLM, no registry, no ``SpeculativeConfig``, no EAGLE 3.1 flag, no
+    ids to check)."""
+
+    installed: Installed | Unanswered
+    registry: Registry | Unanswered | None = None
+    target: TargetClass | Unanswered | None = None
+    override: MtpOverride | Unanswered | None = None
+    spec: SpecVerdict | None = None
+    drafter: DrafterClass | Registered | Unanswered | None = None
+    source: str | Unanswered | None = None
+    runner_ids: RunnerIds | Unanswered | None = None
+    refusal: str | Unanswered | None = None
+
+
+def ask_vllm(pair: Pair) -> WheelAnswers:
+    """Ask the installed vLLM about ``pair``, in this order, each question
+    its own function: ``ask_installed``, ``ask_registry``,
+    ``ask_target_class``, ``ask_mtp_override``, ``ask_speculative_config``,
+    then ``ask_drafter_class`` (or ``ask_registered`` when it refused) and
+    ``ask_module_source`` for the EAGLE 3.1 flags, then ``ask_runner_ids``
+    and ``ask_ids_refusal`` for the ids the rules checked. Imports ``vllm``
+    with ``VLLM_LOGGING_LEVEL=ERROR`` unless set; vLLM's stdout goes to
+    stderr. Never raises."""
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    with _quiet():
+        installed = ask_installed()
+        if isinstance(installed, Unanswered):
+            return WheelAnswers(installed)
+        registry = ask_registry()
+        if isinstance(registry, Unanswered):
+            return WheelAnswers(installed, registry)
+        target = ask_target_class(registry, first_arch(pair.target_cfg))
+        override = ask_mtp_override(pair)
+        spec = ask_speculative_config(pair)
+        answers = WheelAnswers(installed, registry, target, override, spec)
+        return _ask_with_spec(pair, answers, registry, spec)
+
+
+def _ask_with_spec(
+    pair: Pair, answers: WheelAnswers, registry: Registry, spec: SpecVerdict
+) -> WheelAnswers:
+    """The questions that follow the ``SpeculativeConfig`` verdict."""
+    if spec.config is None:
+        drafter = ask_registered(registry, str(first_arch(pair.drafter_cfg)))
+        return dataclasses.replace(answers, drafter=drafter)
+    drafter = ask_drafter_class(registry, spec.config)
+    source = None
+    if isinstance(drafter, DrafterClass) and drafter.cls is not None and eagle31_flags(pair):
+        source = ask_module_source(drafter.cls)
+    ids = checked_layer_ids(pair)
+    runner_ids = ask_runner_ids(pair, spec.config) if ids is not None else None
+    refusal = None
+    if isinstance(runner_ids, RunnerIds):
+        refusal = ask_ids_refusal(pair, registry, runner_ids.ids)
+    return dataclasses.replace(
+        answers, drafter=drafter, source=source, runner_ids=runner_ids, refusal=refusal
+    )
+
+
+# --------------------------------------------------------------------------
+# Preflight: the wheel's answers as findings, one function per question
+# --------------------------------------------------------------------------
+
+
+def _vllm_finding(severity: str, rule: str, message: str, file: str = "", key: str = "") -> Finding:
+    return Finding(severity, rule, "vllm", message, file, key)
+
+
+def installed_findings(installed: Installed | Unanswered) -> list[Finding]:
+    """``vllm``: the version and whether it is a patch-queue build; an error
+    when vLLM does not import (the file rules ran, the wheel's verdicts are
+    unknown)."""
+    if isinstance(installed, Unanswered):
+        message = (
+            f"vLLM does not import in this Python ({sys.executable}: {installed.why}): "
+            "only the file rules ran, and the wheel's verdicts (registry, "
+            "SpeculativeConfig, layer ids) are unknown. Run the preflight with the "
+            "serving host's Python, or pass --no-vllm to check the files alone"
         )
-    if refusal:
-        add(
-            ERROR,
-            "layer-ids-wheel",
-            f"this wheel's runner reads ids {used_list} ({how}) and "
-            f"its target model refuses them at load: {refusal}",
-            dfile,
-            key,
-        )
-    elif used_list != pair.layer_ids:
-        add(
-            ERROR,
-            "layer-ids-wheel",
-            f"this wheel will use ids {used_list} ({how}), not the "
-            f"{pair.layer_ids} the drafter declares in {pair.layer_ids_key or 'no key'}",
-            dfile,
-            key,
+        return [_vllm_finding(ERROR, "vllm", message)]
+    build = (
+        "patch-queue build"
+        if installed.patch_queue
+        else "no vpq_manifest.json: not a patch-queue build"
+    )
+    return [_vllm_finding(INFO, "vllm", f"vllm {installed.version} ({build})")]
+
+
+def target_class_findings(pair: Pair, target: TargetClass | Unanswered | None) -> list[Finding]:
+    """``target-eagle3``: the wheel's class for the target and ``supports_eagle3``."""
+    arch = first_arch(pair.target_cfg)
+    if target is None:
+        return []
+    if isinstance(target, Unanswered):
+        severity = NOTE
+        message = f"could not ask vLLM's registry for {arch}'s class: {target.why}"
+    elif target.cls is None:
+        severity, message = ERROR, f"this wheel's registry has no model class for {arch}"
+    elif not target.eagle3:
+        severity = ERROR
+        message = (
+            f"{arch} ({target.cls.__module__}) does not implement "
+            "SupportsEagle3 in this wheel: EAGLE-3 is refused for this target"
         )
     else:
-        add(INFO, "layer-ids-wheel", f"this wheel will use ids {used_list} ({how})", dfile, key)
+        severity = INFO
+        name = f"{target.cls.__module__}.{target.cls.__name__}"
+        message = f"{arch} -> {name}: supports_eagle3 holds"
+    return [_vllm_finding(severity, "target-eagle3", message, pair.target_file, "architectures")]
 
 
-def _ask_eagle31(pair: Pair, cls: type, add: Any) -> None:
-    """``eagle31-wheel``: an EAGLE 3.1 flag the drafter's class never reads is
-    silently ignored. Asked of the wheel's own source: the module that
-    defines the resolved class must mention the flag."""
-    import inspect
+def override_findings(pair: Pair, override: MtpOverride | Unanswered | None) -> list[Finding]:
+    """A ``mtp-trap`` note when the wheel's ``hf_config_override`` could not
+    be run (its answer otherwise goes to ``mtp_trap_rule``)."""
+    if not isinstance(override, Unanswered):
+        return []
+    message = f"could not run the wheel's hf_config_override: {override.why}"
+    return [_vllm_finding(NOTE, "mtp-trap", message, pair.drafter_file, "model_type")]
 
-    flags = [f for f in EAGLE31_FLAGS if _flag(pair.drafter_cfg, f)]
-    if not flags:
-        return
-    try:
-        source = inspect.getsource(sys.modules[cls.__module__])
-    except Exception as exc:  # noqa: BLE001
-        add(NOTE, "eagle31-wheel", f"could not read {cls.__module__}'s source: {_first_line(exc)}")
-        return
-    dfile = str(pair.drafter_dir / "config.json")
+
+def spec_findings(pair: Pair, spec: SpecVerdict | None) -> list[Finding]:
+    """``speculative-config``: the wheel accepts the pair, or its refusal."""
+    if spec is None:
+        return []
+    if spec.config is None:
+        severity = ERROR
+        message = f"this wheel refuses the pair in SpeculativeConfig(method=eagle3): {spec.refusal}"
+    else:
+        severity, message = INFO, "SpeculativeConfig(method=eagle3) accepts the pair"
+    return [
+        _vllm_finding(severity, "speculative-config", message, pair.drafter_file, "architectures")
+    ]
+
+
+def drafter_class_findings(
+    pair: Pair, drafter: DrafterClass | Registered | Unanswered | None
+) -> list[Finding]:
+    """``drafter-class``: the class the wheel resolves the drafter to, its
+    refusal, or (when ``SpeculativeConfig`` refused) whether the registry
+    lists the drafter's EAGLE-3 name at all."""
+    d_arch = first_arch(pair.drafter_cfg)
+    if drafter is None:
+        return []
+    if isinstance(drafter, Unanswered):
+        severity = NOTE
+        message = f"could not ask vLLM's registry which architectures it lists: {drafter.why}"
+    elif isinstance(drafter, Registered):
+        severity = INFO if drafter.known else ERROR
+        found = (
+            "registered in this wheel" if drafter.known else "not in this wheel's model registry"
+        )
+        message = f"{d_arch} -> {drafter.arch}: {found}"
+    elif drafter.refusal:
+        severity = ERROR
+        message = f"this wheel cannot resolve the drafter's class: {drafter.refusal}"
+    else:
+        severity = INFO
+        name = f"{drafter.cls.__module__}.{drafter.cls.__name__}"
+        message = f"{d_arch} -> {drafter.arch} -> {name}"
+    return [_vllm_finding(severity, "drafter-class", message, pair.drafter_file, "architectures")]
+
+
+def eagle31_wheel_findings(
+    pair: Pair,
+    drafter: DrafterClass | Registered | Unanswered | None,
+    source: str | Unanswered | None,
+) -> list[Finding]:
+    """``eagle31-wheel``: an EAGLE 3.1 flag that the module defining the
+    drafter's class never mentions is silently ignored by this wheel."""
+    if source is None or not isinstance(drafter, DrafterClass):
+        return []
+    module = drafter.cls.__module__
+    if isinstance(source, Unanswered):
+        return [
+            _vllm_finding(NOTE, "eagle31-wheel", f"could not read {module}'s source: {source.why}")
+        ]
+    flags = eagle31_flags(pair)
     ignored = [f for f in flags if f not in source]
     if ignored:
-        add(
-            ERROR,
-            "eagle31-wheel",
+        message = (
             f"{', '.join(ignored)} set (EAGLE 3.1) but this wheel's "
-            f"{cls.__module__} never reads it: the head would run as plain EAGLE-3",
-            dfile,
-            ignored[0],
+            f"{module} never reads it: the head would run as plain EAGLE-3"
         )
-    else:
-        add(INFO, "eagle31-wheel", f"{cls.__module__} reads {', '.join(flags)}", dfile, flags[0])
+        return [_vllm_finding(ERROR, "eagle31-wheel", message, pair.drafter_file, ignored[0])]
+    message = f"{module} reads {', '.join(flags)}"
+    return [_vllm_finding(INFO, "eagle31-wheel", message, pair.drafter_file, flags[0])]
+
+
+def layer_ids_wheel_findings(
+    pair: Pair, runner: RunnerIds | Unanswered | None, refusal: str | Unanswered | None
+) -> list[Finding]:
+    """``layer-ids-wheel``: the ids the wheel's runner will use; an error when
+    they are not the ids the rules checked, or when the wheel's target
+    model refuses them at load (then the refusal, not the ids)."""
+    key = pair.ids_key or LAYER_IDS_KEY
+
+    def finding(severity: str, message: str) -> Finding:
+        """A ``layer-ids-wheel`` finding on the drafter's ids key."""
+        return _vllm_finding(severity, "layer-ids-wheel", message, pair.drafter_file, key)
+
+    if runner is None:
+        return []
+    if isinstance(runner, Unanswered):
+        return [finding(NOTE, f"could not ask the model runner which ids it uses: {runner.why}")]
+    used, how = runner.ids, runner.how
+    out: list[Finding] = []
+    if isinstance(refusal, Unanswered):
+        message = f"could not ask the target model whether it takes ids {used}: {refusal.why}"
+        out.append(finding(NOTE, message))
+    elif refusal:
+        message = (
+            f"this wheel's runner reads ids {used} ({how}) and "
+            f"its target model refuses them at load: {refusal}"
+        )
+        return [finding(ERROR, message)]
+    declared = checked_layer_ids(pair)
+    if used != declared:
+        message = (
+            f"this wheel will use ids {used} ({how}), not the "
+            f"{declared} the drafter declares in {pair.ids_key or 'no key'}"
+        )
+        return [*out, finding(ERROR, message)]
+    return [*out, finding(INFO, f"this wheel will use ids {used} ({how})")]
+
+
+def wheel_findings(pair: Pair, answers: WheelAnswers) -> list[Finding]:
+    """The wheel's answers as findings (section ``vllm``), in report order;
+    a question vLLM could not be asked is a ``note`` (``Unanswered``)."""
+    out = installed_findings(answers.installed)
+    if isinstance(answers.installed, Unanswered):
+        return out
+    if isinstance(answers.registry, Unanswered):
+        message = f"vLLM's model registry does not import: {answers.registry.why}"
+        return [*out, _vllm_finding(WARNING, "vllm", message)]
+    return (
+        out
+        + target_class_findings(pair, answers.target)
+        + override_findings(pair, answers.override)
+        + spec_findings(pair, answers.spec)
+        + drafter_class_findings(pair, answers.drafter)
+        + eagle31_wheel_findings(pair, answers.drafter, answers.source)
+        + layer_ids_wheel_findings(pair, answers.runner_ids, answers.refusal)
+    )
 
 
 # --------------------------------------------------------------------------
@@ -1325,14 +1586,27 @@ def _ask_eagle31(pair: Pair, cls: type, add: Any) -> None:
 # --------------------------------------------------------------------------
 
 
-def preflight(target_dir: Path, drafter_dir: Path, use_vllm: bool = True) -> list[Finding]:
-    """All findings for a pair: the file rules, then the installed vLLM's answers.
+def target_weights_finding(pair: Pair) -> Finding:
+    """``target-weights``: how many tensors and files the target's safetensors
+    hold (each tensor's data range was checked when they were read)."""
+    count, shards = pair.target_weights
+    return Finding(
+        INFO,
+        "target-weights",
+        "target",
+        f"{count} tensors in {shards} safetensors file(s), each tensor's data inside its file"
+        if count
+        else "no *.safetensors in the target directory: its weights are not checked",
+        str(pair.target_dir),
+    )
 
-    ``target_dir`` and ``drafter_dir`` are local directories or Hugging Face
-    Hub ids (``resolve_model_arg``). Never raises for bad input: a missing
-    directory, bad JSON, a truncated or missing safetensors file, or swapped
-    arguments become one ``error`` finding (section ``input``) naming the
-    file, and nothing else is checked.
+
+def read_pair(target_dir: Path, drafter_dir: Path) -> tuple[list[Finding], Pair | None]:
+    """Resolve both arguments (``resolve_model_arg``) and read the pair.
+
+    Returns a ``hub-id`` finding for each Hub id resolved from the cache,
+    and the pair; on bad input (``InputError``) the findings end with one
+    ``input`` error naming the file, and the pair is ``None``.
     """
     found: list[Finding] = []
     try:
@@ -1342,32 +1616,34 @@ def preflight(target_dir: Path, drafter_dir: Path, use_vllm: bool = True) -> lis
             dirs.append(path)
             if how:
                 found.append(Finding(INFO, "hub-id", "input", how, str(path)))
-        pair = load_pair(dirs[0], dirs[1])
+        return found, load_pair(dirs[0], dirs[1])
     except InputError as exc:
-        return [*found, Finding(ERROR, "input", "input", str(exc))]
+        return [*found, Finding(ERROR, "input", "input", str(exc))], None
+
+
+def preflight(target_dir: Path, drafter_dir: Path, use_vllm: bool = True) -> list[Finding]:
+    """All findings for a pair: the file rules, then the installed vLLM's answers.
+
+    ``target_dir`` and ``drafter_dir`` are local directories or Hugging Face
+    Hub ids (``resolve_model_arg``). Never raises for bad input: a missing
+    directory, bad JSON, a truncated or missing safetensors file, or swapped
+    arguments become one ``error`` finding (section ``input``) naming the
+    file, and nothing else is checked. The pair is read once (``Pair``);
+    vLLM is asked once (``ask_vllm``); the findings combine both.
+    """
+    found, pair = read_pair(target_dir, drafter_dir)
+    if pair is None:
+        return found
     swapped = swapped_arguments(pair)
     if swapped is not None:
         return [*found, swapped]
-    found += check_pair(pair)
-    count, shards = pair.target_weights
-    found.append(
-        Finding(
-            INFO,
-            "target-weights",
-            "target",
-            f"{count} tensors in {shards} safetensors file(s), each tensor's data inside its file"
-            if count
-            else "no *.safetensors in the target directory: its weights are not checked",
-            str(pair.target_dir),
-        )
-    )
-    if use_vllm:
-        found += ask_vllm(pair, found)
-    else:
-        found.append(
-            Finding(INFO, "vllm", "vllm", "installed vLLM not asked (--no-vllm): file rules only")
-        )
-    return found
+    answers = ask_vllm(pair) if use_vllm else None
+    found += check_pair(pair, answers.override if answers else None)
+    found.append(target_weights_finding(pair))
+    if answers is None:
+        message = "installed vLLM not asked (--no-vllm): file rules only"
+        return [*found, Finding(INFO, "vllm", "vllm", message)]
+    return found + wheel_findings(pair, answers)
 
 
 def exit_code(findings: Sequence[Finding], strict: bool = False) -> int:
@@ -1380,7 +1656,8 @@ def render(findings: Sequence[Finding], target_dir: Path, drafter_dir: Path, str
     """The human report: one line per finding, then a summary line."""
     lines = [f"preflight: target {target_dir}", f"           drafter {drafter_dir}"]
 
-    def short(path: str) -> str:  # paths relative to the two directories named above
+    def short(path: str) -> str:
+        """``path`` relative to the two directories named above."""
         for label, d in (("drafter", str(drafter_dir)), ("target", str(target_dir))):
             if path == d or path.startswith(d + os.sep):
                 return label + path[len(d) :]

@@ -42,12 +42,14 @@ from pathlib import Path
 from vpq import contract_drafter
 from vpq.contract_items import (
     CLAIMED,
+    CLAIMS,
     PROPOSER,
     REGISTRY,
     RUNNER,
     RUNNER_V2,
     SPECULATIVE,
     TEXT_MODEL_TYPES,
+    Claim,
     ContractError,
     Item,
     imported_functions,
@@ -57,12 +59,14 @@ from vpq.proc import tagged_json
 
 __all__ = [
     "CLAIMED",
+    "CLAIMS",
     "PROPOSER",
     "REGISTRY",
     "RUNNER",
     "RUNNER_V2",
     "SPECULATIVE",
     "TEXT_MODEL_TYPES",
+    "Claim",
     "ContractError",
     "Item",
 ]

@@ -17,20 +17,42 @@ PROPOSER = "vllm/v1/spec_decode/eagle.py"
 SPECULATIVE = "vllm/config/speculative.py"
 REGISTRY = "vllm/model_executor/models/registry.py"
 
-#: The architectures the series claims, and the HF model_type whose config
-#: class each one reads (for ``target_model.config.<attr>`` items).
-CLAIMED = {
-    "KimiK25ForConditionalGeneration": "kimi_k25",
-    "DeepseekV3ForCausalLM": "deepseek_v3",
-    "DeepseekV2ForCausalLM": "deepseek_v2",
+@dataclass(frozen=True)
+class Claim:
+    """One target architecture the series makes EAGLE-3 capable.
+
+    ``model_type``: the HF model_type whose config class it reads (for
+    ``target_model.config.<attr>`` items); ``text_model_type``: the
+    ``hf_text_config.model_type`` it presents to the speculative config gate
+    (Kimi-K2.5's text model is DeepSeek-V3); ``module``: the vLLM module
+    that defines it, where the serving-host script imports it from.
+    """
+
+    model_type: str
+    text_model_type: str
+    module: str
+
+
+#: The one table of claimed target architectures. ``CLAIMED``,
+#: ``TEXT_MODEL_TYPES`` and ``build.CLAIMED_ARCHITECTURES`` (the manifest's
+#: ``eagle3_architectures``) derive from it; scripts/verify_install.py, a
+#: standard-library file for serving hosts, keeps a copy (``MODULES``,
+#: ``TEXT_ARCHS``) that tests/unit/test_verify_install.py holds equal to it.
+CLAIMS = {
+    "KimiK25ForConditionalGeneration": Claim(
+        "kimi_k25", "deepseek_v3", "vllm.model_executor.models.kimi_k25"
+    ),
+    "DeepseekV3ForCausalLM": Claim(
+        "deepseek_v3", "deepseek_v3", "vllm.model_executor.models.deepseek_v2"
+    ),
+    "DeepseekV2ForCausalLM": Claim(
+        "deepseek_v2", "deepseek_v2", "vllm.model_executor.models.deepseek_v2"
+    ),
 }
-#: The ``hf_text_config.model_type`` each one presents to the speculative
-#: config gate (Kimi-K2.5's text model is DeepSeek-V3).
-TEXT_MODEL_TYPES = {
-    "KimiK25ForConditionalGeneration": "deepseek_v3",
-    "DeepseekV3ForCausalLM": "deepseek_v3",
-    "DeepseekV2ForCausalLM": "deepseek_v2",
-}
+#: Each claimed architecture's HF model_type (``Claim.model_type``).
+CLAIMED = {a: c.model_type for a, c in CLAIMS.items()}
+#: Each claimed architecture's text model_type (``Claim.text_model_type``).
+TEXT_MODEL_TYPES = {a: c.text_model_type for a, c in CLAIMS.items()}
 
 
 class ContractError(VpqError):

@@ -49,8 +49,14 @@ def fake_vllm(
     reads_nested: bool = False,
     rewrites_deepseek_v3: bool = True,
     text_model: bool = True,
+    private_apis: bool = True,
 ) -> None:
-    """Put a stand-in ``vllm`` (and ``transformers.PretrainedConfig``) in sys.modules."""
+    """Put a stand-in ``vllm`` (and ``transformers.PretrainedConfig``) in sys.modules.
+
+    ``private_apis=False``: the private functions the preflight calls
+    (``ModelRegistry._try_load_model_cls``, ``GPUModelRunner.
+    _get_eagle3_aux_layers_from_config``) are renamed, as a release may do.
+    """
 
     class Registry:
         def _try_load_model_cls(self, arch: str) -> type | None:
@@ -121,6 +127,11 @@ def fake_vllm(
     cfgmod.ParallelConfig = SimpleNamespace  # type: ignore[attr-defined]
     mods["vllm.v1.worker.gpu_model_runner"].GPUModelRunner = GPUModelRunner  # type: ignore[attr-defined]
     mods["transformers"].PretrainedConfig = PretrainedConfig  # type: ignore[attr-defined]
+    if not private_apis:
+        Registry.load_model_cls = Registry._try_load_model_cls  # type: ignore[attr-defined]
+        del Registry._try_load_model_cls
+        GPUModelRunner.eagle3_aux_layers = GPUModelRunner._get_eagle3_aux_layers_from_config  # type: ignore[attr-defined]
+        del GPUModelRunner._get_eagle3_aux_layers_from_config
     for name, mod in mods.items():
         monkeypatch.setitem(sys.modules, name, mod)
     monkeypatch.setattr(vi.md, "version", lambda name: "0.0.0+fake")
@@ -268,3 +279,24 @@ def test_a_text_config_without_architectures_is_asked_by_its_model_type(
     findings = vi.preflight(bare, heads.write_head(tmp_path / "h", (head_cfg, tensors)))
     got = [(f.severity, f.message) for f in findings if f.rule == "layer-ids-wheel"]
     assert len(got) == 1 and got[0][0] == "error" and "refuses them at load" in got[0][1], got
+
+
+def test_renamed_private_vllm_apis_are_notes_not_false_errors(
+    monkeypatch, target, tmp_path
+) -> None:
+    """A release that renames ``_try_load_model_cls`` or the runner's id
+    reader leaves those questions unanswered: a note each, never an error
+    saying the registry has no class."""
+    fake_vllm(monkeypatch, private_apis=False)
+    findings = vi.preflight(target, heads.write_head(tmp_path / "h", heads.llama_top_level()))
+    got = {f.rule: (f.severity, f.message) for f in findings if f.section == "vllm"}
+    assert got["target-eagle3"] == (
+        "note",
+        "could not ask vLLM's registry for KimiK25ForConditionalGeneration's class: "
+        "AttributeError: 'Registry' object has no attribute '_try_load_model_cls'",
+    )
+    assert got["layer-ids-wheel"][0] == "note" and got["layer-ids-wheel"][1].startswith(
+        "could not ask the model runner which ids it uses: AttributeError: "
+    )
+    assert got["speculative-config"][0] == got["drafter-class"][0] == "info"
+    assert vi.exit_code(findings) == 0

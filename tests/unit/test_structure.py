@@ -9,7 +9,7 @@ from pathlib import Path
 from tests.conftest import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "scripts" / "vpq"
-SOURCES = sorted(PACKAGE.glob("*.py"))
+SOURCES = [*sorted(PACKAGE.glob("*.py")), REPO_ROOT / "scripts" / "verify_install.py"]
 MAX_LINES = 60
 
 
@@ -78,3 +78,13 @@ def test_the_package_docstring_names_every_module() -> None:
     unnamed = [p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"]
     unnamed = [m for m in unnamed if f"``{m}``" not in index]
     assert unnamed == []
+
+
+def test_no_function_runs_over_60_lines() -> None:
+    long = [
+        f"{path.relative_to(REPO_ROOT)}:{fn.lineno} {fn.name} ({n} lines)"
+        for path in SOURCES
+        for fn in _functions(path)
+        if (n := (fn.end_lineno or fn.lineno) - fn.lineno + 1) > MAX_LINES
+    ]
+    assert long == []

@@ -1,0 +1,74 @@
+"""scripts/verify_install.py as a file: one standard-library script that a
+serving host copies, short functions with docstrings, and the claimed
+architectures it knows held equal to the repository's one table
+(``vpq.contract.CLAIMS``)."""
+
+from __future__ import annotations
+
+import ast
+import sys
+
+import verify_install as vi
+from vpq import build, contract
+
+from tests.conftest import REPO_ROOT
+
+SCRIPT = REPO_ROOT / "scripts" / "verify_install.py"
+TREE = ast.parse(SCRIPT.read_text(encoding="utf-8"))
+#: Imported only inside the functions that ask the installed vLLM.
+SERVING_HOST_PACKAGES = {"vllm", "transformers"}
+
+
+def _lengths() -> dict[str, int]:
+    """Each function's name and its length in lines, docstring included."""
+    return {
+        n.name: (n.end_lineno or n.lineno) - n.lineno + 1
+        for n in ast.walk(TREE)
+        if isinstance(n, ast.FunctionDef)
+    }
+
+
+def test_no_function_in_the_script_runs_over_60_lines() -> None:
+    long = {name: n for name, n in _lengths().items() if n > 60}
+    assert long == {}, long
+
+
+def test_every_public_function_and_class_has_a_docstring() -> None:
+    nodes = [n for n in ast.walk(TREE) if isinstance(n, ast.FunctionDef | ast.ClassDef)]
+    bare = [n.name for n in nodes if not n.name.startswith("_") and not ast.get_docstring(n)]
+    assert bare == []
+
+
+def test_the_script_needs_only_the_standard_library() -> None:
+    """At module level only the standard library; vLLM and transformers only
+    inside the functions that ask the installed vLLM."""
+    top: set[str] = set()
+    inner: set[str] = set()
+    for node in ast.walk(TREE):
+        if isinstance(node, ast.Import):
+            names = {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = {node.module.split(".")[0]}
+        else:
+            continue
+        (top if node.col_offset == 0 else inner).update(names)
+    assert top - set(sys.stdlib_module_names) == set()
+    assert inner - set(sys.stdlib_module_names) <= SERVING_HOST_PACKAGES
+
+
+def test_the_script_knows_exactly_the_architectures_the_build_claims() -> None:
+    """The manifest's ``eagle3_architectures`` (``build.CLAIMED_ARCHITECTURES``)
+    are what ``verify_install.py`` checks on a serving host: a new claim
+    without its module there would first fail on the host."""
+    assert list(vi.MODULES) == list(contract.CLAIMS) == list(build.CLAIMED_ARCHITECTURES)
+    assert vi.MODULES == {a: c.module for a, c in contract.CLAIMS.items()}
+    assert list(contract.CLAIMED) == list(contract.TEXT_MODEL_TYPES) == list(contract.CLAIMS)
+
+
+def test_the_preflight_finds_each_claimed_text_model_by_its_model_type() -> None:
+    """``TEXT_ARCHS`` (a ``text_config`` without architectures) names, for
+    each claimed text model_type, the claimed architecture of that type."""
+    text_types = set(contract.TEXT_MODEL_TYPES.values())
+    assert set(vi.TEXT_ARCHS) == text_types
+    for model_type, arch in vi.TEXT_ARCHS.items():
+        assert contract.CLAIMS[arch].model_type == model_type
