@@ -67,7 +67,12 @@ DEFAULT_INDEX_URL = "https://pypi.org/simple/"
 def index_url() -> str:
     """The simple-API base URL, ending in ``/``: ``$VPQ_INDEX_URL``, else
     pip's (``$PIP_INDEX_URL``, then ``pip config get global.index-url``),
-    else PyPI's, as pip and uv default to."""
+    else PyPI's, as pip and uv default to.
+
+    Raises:
+        FetchError: nothing is set and this Python has no pip whose
+            configuration could name an index.
+    """
     url = os.environ.get("VPQ_INDEX_URL") or os.environ.get("PIP_INDEX_URL")
     if not url:
         proc = subprocess.run(
@@ -75,6 +80,12 @@ def index_url() -> str:
             capture_output=True,
             text=True,
         )
+        if "No module named pip" in proc.stderr:
+            raise FetchError(
+                f"no package index is configured and {sys.executable} has no pip to "
+                "read one from; set VPQ_INDEX_URL to a simple index (PEP 503/691) "
+                "or run the tool with a Python that has pip"
+            )
         url = proc.stdout.strip() if proc.returncode == 0 else ""
     return (url or DEFAULT_INDEX_URL).rstrip("/") + "/"
 
