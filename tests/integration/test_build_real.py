@@ -40,6 +40,8 @@ EXPECTED_CHANGED = (
     "vllm/v1/engine/core.py",
     "vllm/v1/sample/rejection_sampler.py",
     "vllm/v1/spec_decode/eagle.py",
+    "vllm/v1/structured_output/__init__.py",
+    "vllm/v1/structured_output/request.py",
     "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py",
     "vllm/v1/worker/gpu_model_runner.py",
 )
