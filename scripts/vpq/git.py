@@ -105,3 +105,8 @@ def ref_exists(repo: Path, ref: str) -> bool:
     return (
         git(["rev-parse", "-q", "--verify", f"{ref}^{{commit}}"], repo, check=False).returncode == 0
     )
+
+
+def tracked_files(repo: Path, ref: str) -> list[str]:
+    """Every file path in ``ref``'s tree."""
+    return out(["ls-tree", "-r", "--name-only", ref], repo).splitlines()

@@ -220,11 +220,22 @@ def newer_versions(project: str, than: str) -> list[str]:
     ]
 
 
-def _missing_files(repo: Path, ref: str, patches: list[series.Patch]) -> list[tuple[str, str]]:
-    listed = set(g.out(["ls-tree", "-r", "--name-only", ref], repo).splitlines())
-    return [
-        (p.name, f) for p in patches for f in p.files if f not in p.new_files and f not in listed
-    ]
+def missing_files(listed: set[str], patches: list[series.Patch]) -> dict[str, list[str]]:
+    """The files the series needs that the target (whose files are
+    ``listed``) lacks, each with the patches that change it: a file is
+    missing only if upstream lacks it and no earlier patch creates it."""
+    return {f: ps for f, ps in series.files_needed(patches).items() if f not in listed}
+
+
+def missing_message(version: str, missing: dict[str, list[str]]) -> str:
+    """One paragraph naming each missing file once, with the patches that need it."""
+    names = "; no ".join(
+        f"{f} (changed by {', '.join(f'patches/{p}' for p in ps)})" for f, ps in missing.items()
+    )
+    return (
+        f"vllm {version} has no {names}: the series cannot be moved there. "
+        "patches/, series and upstream.lock are unchanged."
+    )
 
 
 def _reverse_applies(repo: Path, ref: str, patch_path: Path) -> bool:
@@ -362,13 +373,9 @@ def _begin(root: Path, version: str, source: str) -> State:
     else:
         tree.import_sdist(repo, sdist, new.version, parent=old_commit)
     new_ref = tree.upstream_tag(new.version)
-    missing = _missing_files(repo, new_ref, prep.patches)
+    missing = missing_files(set(g.tracked_files(repo, new_ref)), prep.patches)
     if missing:
-        names = "; ".join(f"{f} (changed by patches/{p})" for p, f in missing)
-        raise RebaseError(
-            f"vllm {new.version} has no {names}: the series cannot be moved there. "
-            "patches/, series and upstream.lock are unchanged."
-        )
+        raise RebaseError(missing_message(new.version, missing))
     table, probes = _judge_target(root, repo, new_ref, [p.name for p in prep.patches])
     commits = queue.commits_since(repo, prep.upstream_ref, queue.PATCHED_BRANCH)
     state = State(
