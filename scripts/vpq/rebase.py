@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -59,9 +58,9 @@ from vpq import (
     lock,
     probe,
     queue,
+    rerere,
     series,
     tree,
-    venv,
     wheel,
 )
 from vpq import git as g
@@ -71,6 +70,8 @@ from vpq.files import write_atomic
 STATE_DIR = Path("build") / "rebase"
 REBASE_BRANCH = "rebase"
 CONTINUE = "nox -s rebase_upstream -- --continue"
+#: The signal of a patch whose conflict a recorded resolution settled.
+RECORDED = "recorded resolution"
 ABORT = "nox -s rebase_upstream -- --abort"
 
 
@@ -97,6 +98,14 @@ class Outcome:
     files: list[str] = field(default_factory=list)
     probe: str = ""  # what the patch's probe saw on the unpatched target ("" when it has none)
 
+    @property
+    def label(self) -> str:
+        """The status as the report and the staircase show it: a patch that
+        a recorded resolution (``rerere/``) settled reads ``rebased (recorded)``,
+        apart from a clean 3-way merge."""
+        recorded = self.status == "rebased" and self.signal.startswith(RECORDED)
+        return f"{self.status} (recorded)" if recorded else self.status
+
 
 @dataclass
 class Report:
@@ -105,19 +114,27 @@ class Report:
     outcomes: list[Outcome]
     seconds: float = 0.0
     error: str = ""
+    used: list[str] = field(default_factory=list)  # recorded resolutions (rerere ids) it met
+    stale: list[str] = field(default_factory=list)  # those it did not meet, described
+    pruned: bool = False  # whether the stale ones were removed from rerere/
 
     def render(self) -> str:
         """The report as printed: one row per patch with its status and signals."""
         w = max([len(o.patch) for o in self.outcomes] + [5])
+        sw = max([len(o.label) for o in self.outcomes] + [9])
         lines = [f"vllm {self.old} -> {self.new}"]
         if self.error:
             lines.append(f"  cannot rebase: {self.error}")
         if self.outcomes:
-            lines.append(f"  {'patch':<{w}}  {'status':<9} signal")
+            lines.append(f"  {'patch':<{w}}  {'status':<{sw}} signal")
         for o in self.outcomes:
             extra = f"  Applied-Upstream: {self.new}" if o.status == "absorbed" else ""
             files = f" ({', '.join(o.files)})" if o.status == "conflict" else ""
-            lines.append(f"  {o.patch:<{w}}  {o.status:<9} {o.signal}{files}{extra}")
+            lines.append(f"  {o.patch:<{w}}  {o.label:<{sw}} {o.signal}{files}{extra}")
+        if self.stale:
+            head = "pruned" if self.pruned else "not met (stale; --prune-resolutions removes them)"
+            lines.append(f"  recorded resolutions {head}:")
+            lines += [f"    {line}" for line in self.stale]
         return "\n".join(lines)
 
 
@@ -238,21 +255,38 @@ def missing_message(version: str, missing: dict[str, list[str]]) -> str:
     )
 
 
-def _reverse_applies(repo: Path, ref: str, patch_path: Path) -> bool:
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        g.git(["read-tree", ref], repo, env=env)
-        proc = g.git(
-            ["apply", "--cached", "--check", "--reverse", str(patch_path)],
-            repo,
-            env=env,
-            check=False,
-        )
-        return proc.returncode == 0
+def _commit_resolution(repo: Path) -> bool:
+    """Commit the resolved cherry-pick; False (and the pick dropped) when
+    the resolution leaves nothing to commit."""
+    if g.index_matches_head(repo):
+        g.cherry_pick_skip(repo)
+        return False
+    g.cherry_pick_continue(repo)
+    return True
 
 
-def _unmerged(repo: Path) -> list[str]:
-    return g.out(["diff", "--name-only", "--diff-filter=U"], repo).split()
+def _pick(repo: Path, commit: str, patch: series.Patch) -> tuple[list[str], str, str]:
+    """Cherry-pick ``commit`` onto ``HEAD``. Returns the files left
+    conflicted; ``"recorded"`` (committed) or ``"recorded-empty"`` (dropped)
+    where recorded resolutions (``rerere/``) settled every conflict, else
+    ``""``; and which resolutions git replayed (``rerere/<id>``, comma-separated).
+
+    Raises:
+        RebaseError: the cherry-pick failed without a conflict.
+    """
+    before = rerere.used(repo)
+    proc = g.cherry_pick(repo, commit)
+    if proc.returncode == 0:
+        return [], "", ""
+    replayed = ", ".join(f"{rerere.RERERE_DIR}/{i}" for i in sorted(rerere.used(repo) - before))
+    conflicted = g.unmerged(repo)
+    if conflicted:
+        return conflicted, "", replayed
+    if not g.picking(repo):
+        raise RebaseError(f"{patch.name}: git cherry-pick failed: {proc.stderr.decode().strip()}")
+    # It stopped at a conflict, and rerere.autoupdate staged a recorded
+    # resolution for every conflicted file.
+    return [], "recorded" if _commit_resolution(repo) else "recorded-empty", replayed
 
 
 def _step(
@@ -263,22 +297,17 @@ def _step(
     Every absorption signal is evaluated for every patch, and all that hold
     are reported: ``empty`` (the 3-way result changes nothing),
     ``reverse-applies`` (on the unpatched target), ``contract`` (the part of
-    the contract the patch's files are responsible for holds on the target).
+    the contract the patch's files are responsible for holds on the target),
+    ``probe`` (the patch's probe passes on the target).
     """
     try:
         queue.check_exact(repo, patch)
         exact = True
     except queue.ApplyError:
         exact = False
-    proc = g.git(
-        ["cherry-pick", "--keep-redundant-commits", "--allow-empty", commit], repo, check=False
-    )
-    conflicted = _unmerged(repo) if proc.returncode != 0 else []
-    if proc.returncode != 0 and not conflicted:
-        raise RebaseError(f"{patch.name}: git cherry-pick failed: {proc.stderr.decode().strip()}")
-    empty = not conflicted and (
-        g.out(["rev-parse", "HEAD^{tree}"], repo) == g.out(["rev-parse", "HEAD~1^{tree}"], repo)
-    )
+    conflicted, recorded, replayed = _pick(repo, commit, patch)
+    picked = not conflicted and recorded != "recorded-empty"  # HEAD is the patch's commit
+    empty = recorded == "recorded-empty" or (picked and g.same_tree(repo, "HEAD", "HEAD~1"))
     # A probe, where the patch has one, replaces the file-level contract
     # signal: a file the contract holds for (config/speculative.py) also
     # carries patches the contract knows nothing about.
@@ -288,7 +317,7 @@ def _step(
         name
         for name, holds in (
             ("empty", lambda: empty),
-            ("reverse-applies", lambda: _reverse_applies(repo, state.new_ref, patch.path)),
+            ("reverse-applies", lambda: g.apply_check_reverse(repo, state.new_ref, patch.path)),
             ("contract", lambda: not has_probe and table.holds_for(list(patch.files))),
             ("probe", lambda: bool(probed)),
         )
@@ -296,15 +325,18 @@ def _step(
     ]
     if signals:
         if conflicted:
-            g.git(["cherry-pick", "--abort"], repo)
-        else:
-            g.git(["reset", "-q", "--hard", "HEAD~1"], repo)
-        how = " (3-way merge conflicted)" if conflicted else ""
+            g.cherry_pick_abort(repo)
+        elif picked:
+            g.reset_hard(repo, "HEAD~1")
+        how = " (3-way merge conflicted)" if conflicted else f" ({RECORDED})" if recorded else ""
         return Outcome(patch.name, "absorbed", ", ".join(signals) + how, probe=str(seen))
     if conflicted:
         if not stop:
-            g.git(["cherry-pick", "--abort"], repo)
-        return Outcome(patch.name, "conflict", "needs a person", conflicted, str(seen))
+            g.cherry_pick_abort(repo)
+        partly = f" (the rest replayed from {replayed})" if replayed else ""
+        return Outcome(patch.name, "conflict", "needs a person" + partly, conflicted, str(seen))
+    if recorded:
+        return Outcome(patch.name, "rebased", f"{RECORDED} {replayed}", probe=str(seen))
     how = ("clean", "applies as is") if exact else ("rebased", "3-way merge")
     return Outcome(patch.name, *how, probe=str(seen))
 
@@ -314,6 +346,11 @@ def _patches_by_name(root: Path) -> dict[str, series.Patch]:
 
 
 def _run(root: Path, state: State, *, stop: bool = True) -> list[Outcome]:
+    """Step 3: replay the pending patch commits, saving the state after each.
+
+    Raises:
+        RebaseStopped: a conflict needs a person (only with ``stop``).
+    """
     repo = root / build.WORK_DIR
     table = contract.Table.from_json(state.table)
     patches = _patches_by_name(root)
@@ -327,8 +364,7 @@ def _run(root: Path, state: State, *, stop: bool = True) -> list[Outcome]:
         if outcome.status == "conflict" and stop:
             state.current = [commit, name]
             _save(root, state)
-            old = lock.parse(state.old_lock, Path("old")).version
-            new = lock.parse(state.new_lock, Path("new")).version
+            old, new = _versions(state)
             raise RebaseStopped(
                 f"rebase to vllm {new} stopped: patches/{name} conflicts in "
                 f"{', '.join(outcome.files)}. Resolve the conflict in {repo} (edit, then "
@@ -367,7 +403,7 @@ def _begin(root: Path, version: str, source: str) -> State:
     old = prep.lock
     new, sdist = target_lock(old, version)
     repo = prep.repo
-    old_commit = g.out(["rev-parse", f"{prep.upstream_ref}^{{commit}}"], repo)
+    old_commit = g.commit_of(repo, prep.upstream_ref)
     if source == "git":
         tree.import_git(repo, new.repository, new.tag, new.version, new.commit)
     else:
@@ -389,12 +425,14 @@ def _begin(root: Path, version: str, source: str) -> State:
         started=time.time(),
         probes=probes,
     )
-    g.git(["checkout", "-q", "-f", "-B", REBASE_BRANCH, new_ref], repo)
+    g.force_branch(repo, REBASE_BRANCH, new_ref)
+    rerere.install(root, repo)
     return state
 
 
-def start(root: Path, version: str, source: str = "sdist") -> Report:
-    """Rebase the series onto ``version`` and, on success, move the pin.
+def start(root: Path, version: str, source: str = "sdist", *, prune: bool = False) -> Report:
+    """Rebase the series onto ``version`` and, on success, move the pin
+    (with ``prune``, and drop the recorded resolutions the move did not meet).
 
     Raises:
         RebaseError: it cannot start or finish (inputs unchanged).
@@ -407,11 +445,12 @@ def start(root: Path, version: str, source: str = "sdist") -> Report:
         raise RebaseError(f"upstream.lock already pins vllm {version}")
     state = _begin(root, version, source)
     _save(root, state)
-    return _finish(root, state, _run(root, state))
+    return _finish(root, state, _run(root, state), prune)
 
 
-def resume(root: Path) -> Report:
-    """``--continue``: commit the resolved patch and go on.
+def resume(root: Path, *, prune: bool = False) -> Report:
+    """``--continue``: commit the resolved patch, record its resolution in
+    ``rerere/`` at once (an ``--abort`` later keeps it), and go on.
 
     Raises:
         RebaseError: conflicts are still unresolved (names the files).
@@ -419,7 +458,7 @@ def resume(root: Path) -> Report:
     """
     state = _load(root)
     repo = root / build.WORK_DIR
-    left = _unmerged(repo)
+    left = g.unmerged(repo)
     if left:
         raise RebaseError(
             f"still unresolved in {repo}: {', '.join(left)}; resolve them, `git add` them, "
@@ -428,42 +467,53 @@ def resume(root: Path) -> Report:
     if state.current:
         name = state.current[1]
         outcomes = [Outcome(**o) for o in state.outcomes]  # type: ignore[arg-type]
-        if g.git(["diff", "--cached", "--quiet", "HEAD"], repo, check=False).returncode == 0:
-            g.git(["cherry-pick", "--skip"], repo, check=False)
-            g.git(["reset", "-q", "--hard", "HEAD"], repo)
-            outcomes[-1] = Outcome(name, "absorbed", "empty after resolution")
-        else:
-            g.git(
-                ["-c", "core.editor=true", "cherry-pick", "--continue"],
-                repo,
-                env={"GIT_EDITOR": "true"},
-            )
+        files = rerere.conflicts(repo)
+        rerere.record(repo)
+        if _commit_resolution(repo):
             outcomes[-1] = Outcome(name, "rebased", "resolved by hand")
+        else:
+            outcomes[-1] = Outcome(name, "absorbed", "empty after resolution")
         state.outcomes = [asdict(o) for o in outcomes]
         state.current = None
         _save(root, state)
-    return _finish(root, state, _run(root, state))
+        old, new = _versions(state)
+        rerere.harvest(root, repo, name, files, f"{old} -> {new}")
+    return _finish(root, state, _run(root, state), prune)
+
+
+def _versions(state: State) -> tuple[str, str]:
+    """The move's (old, new) upstream versions."""
+    old = lock.parse(state.old_lock, Path("old")).version
+    return old, lock.parse(state.new_lock, Path("new")).version
 
 
 def abort(root: Path) -> None:
-    """``--abort``: drop the rebase; the repository's inputs were never touched."""
+    """``--abort``: drop the rebase; the repository's inputs were never
+    touched (resolutions already recorded in ``rerere/`` stay)."""
     _load(root)  # raises when no rebase is in progress
     repo = root / build.WORK_DIR
-    g.git(["cherry-pick", "--abort"], repo, check=False)
-    g.git(["checkout", "-q", "-f", queue.PATCHED_BRANCH], repo, check=False)
+    g.cherry_pick_abort(repo)
+    g.force_branch(repo, queue.PATCHED_BRANCH, check=False)
     _state_path(root).unlink()
 
 
 def _served_heads(repo: Path) -> set[str]:
     """The EAGLE-3 heads the series served before the move (the registry on
     the patched branch); none where the tree has no registry."""
-    proc = g.git(["show", f"{queue.PATCHED_BRANCH}:{contract.REGISTRY}"], repo, check=False)
-    if proc.returncode != 0:
+    registry = g.show(repo, queue.PATCHED_BRANCH, contract.REGISTRY)
+    if registry is None:
         return set()
-    return set(contract_drafter.eagle3_heads(proc.stdout.decode()))
+    return set(contract_drafter.eagle3_heads(registry.decode()))
 
 
-def _finish(root: Path, state: State, outcomes: list[Outcome]) -> Report:
+def _finish(root: Path, state: State, outcomes: list[Outcome], prune: bool = False) -> Report:
+    """Step 4: check the contract on the rebased tree, then write the inputs
+    and the report, and report (with ``prune``: remove) the recorded
+    resolutions the move did not meet.
+
+    Raises:
+        RebaseError: the contract does not hold on the rebased tree.
+    """
     repo = root / build.WORK_DIR
     old = lock.parse(state.old_lock, Path("old"))
     new = lock.parse(state.new_lock, Path("new"))
@@ -484,13 +534,20 @@ def _finish(root: Path, state: State, outcomes: list[Outcome]) -> Report:
     if probes is not None:
         write_atomic(root / probe.PROBES_FILE, probes)
     lock.dump(new, root)
-    report = Report(old.version, new.version, outcomes, time.time() - state.started)
+    met = rerere.used(repo)
+    stale = rerere.stale(root, met)
+    if prune and stale:
+        rerere.prune(root, [r.id for r in stale])
+    report = Report(
+        old.version, new.version, outcomes, time.time() - state.started, used=sorted(met),
+        stale=[r.describe() for r in stale], pruned=prune and bool(stale),
+    )  # fmt: skip
     write_atomic(
         root / STATE_DIR / f"report-{old.version}-to-{new.version}.md",
         (report.render() + "\n").encode(),
     )
     _state_path(root).unlink(missing_ok=True)
-    g.git(["checkout", "-q", "-f", "-B", queue.PATCHED_BRANCH, REBASE_BRANCH], repo)
+    g.force_branch(repo, queue.PATCHED_BRANCH, REBASE_BRANCH)
     queue.record_tool_head(repo)
     return report
 
@@ -513,24 +570,30 @@ def check(
         try:
             state = _begin(root, version, source)
             outcomes = _run(root, state, stop=False)
-            reports.append(Report(old_version, version, outcomes, time.monotonic() - t0))
-        except (
-            RebaseError,
-            fetch.FetchError,
-            tree.TreeError,
-            contract.ContractError,
-            venv.VenvError,
-            queue.ApplyError,
-            probe.ProbeError,
-        ) as exc:
+            met = sorted(rerere.used(root / build.WORK_DIR))
+            reports.append(Report(old_version, version, outcomes, time.monotonic() - t0, used=met))
+        except VpqError as exc:  # this release's column says why; the others still run
             reports.append(Report(old_version, version, [], time.monotonic() - t0, str(exc)))
         finally:
             if on_report and reports and reports[-1].new == version:
                 on_report(reports[-1])
             repo = root / build.WORK_DIR
-            g.git(["cherry-pick", "--abort"], repo, check=False)
-            g.git(["checkout", "-q", "-f", queue.PATCHED_BRANCH], repo, check=False)
+            g.cherry_pick_abort(repo)
+            g.force_branch(repo, queue.PATCHED_BRANCH, check=False)
     return reports
+
+
+def stale_resolutions(root: Path, reports: list[Report], *, prune: bool = False) -> list[str]:
+    """The recorded resolutions (``rerere/``) that no checked release met,
+    one line each, removed with ``prune``; none when no release could be
+    checked."""
+    checked = [r for r in reports if not r.error]
+    if not checked:
+        return []
+    stale = rerere.stale(root, {rid for r in checked for rid in r.used})
+    if prune and stale:
+        rerere.prune(root, [r.id for r in stale])
+    return [r.describe() for r in stale]
 
 
 # --- the staircase: every release at once -----------------------------------
@@ -549,17 +612,21 @@ def expected_absorbed(upstream_status: str | None, version: str) -> bool | None:
     return Version(version) >= Version(m.group(1))
 
 
-def staircase(pin: str, patches: list[series.Patch], reports: list[Report]) -> dict[str, object]:
+def staircase(
+    pin: str, patches: list[series.Patch], reports: list[Report], stale: list[str] | None = None
+) -> dict[str, object]:
     """One table for ``--check`` over several releases: each patch's status at
-    each release, and whether it agrees with the patch's ``Upstream-Status``
-    header (absorbed exactly from the release the header names)."""
+    each release (``rebased (recorded)`` where a recorded resolution settled
+    it), and whether it agrees with the patch's ``Upstream-Status`` header
+    (absorbed exactly from the release the header names). ``stale``: the
+    recorded resolutions no checked release met (``stale_resolutions``)."""
     rows = []
     for p in patches:
         cells: dict[str, dict[str, object]] = {}
         for rep in reports:
             got = next((o for o in rep.outcomes if o.patch == p.name), None)
             want = expected_absorbed(p.upstream_status, rep.new)
-            status = got.status if got else "error"
+            status = got.label if got else "error"
             agrees = None if got is None or want is None else (status == "absorbed") == want
             cells[rep.new] = {
                 "status": status,
@@ -577,6 +644,7 @@ def staircase(pin: str, patches: list[series.Patch], reports: list[Report]) -> d
     }
     table["flags"] = header_flags(rows)
     table["probe_flags"] = probe_flags(rows)
+    table["stale_resolutions"] = stale or []
     return table
 
 
@@ -651,6 +719,9 @@ def render_staircase(table: dict[str, object]) -> str:
     stale: list[str] = table.get("probe_flags", [])  # type: ignore[assignment]
     if stale:
         lines += ["", "Probes the text contradicts:"] + [f"- {f}" for f in stale]
+    unmet: list[str] = table.get("stale_resolutions", [])  # type: ignore[assignment]
+    if unmet:
+        lines += ["", "Recorded resolutions no checked release met:"] + [f"- {u}" for u in unmet]
     lines.append(f"\n{agree} of {total} cells agree with the patch headers.")
     return "\n".join(lines)
 
