@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from vpq import build, lock, rebase, rerere, series
+from vpq import build, cli, lock, rebase, rerere, series
 from vpq import git as g
 
 from tests.unit.tiny_upstream import MOD, Upstream, publish, replace_line
@@ -144,3 +144,13 @@ def test_lint_names_a_resolution_without_its_images_or_its_index_entry(tmp_path:
     )
     rerere.write_index(tmp_path, {good: rerere.Resolution(good, "p.patch", "f.py", "1 -> 2")})
     assert sorted(rerere.lint(tmp_path)) == sorted(broken)
+
+
+def test_prune_with_abort_is_a_usage_error(
+    one_patch: Upstream, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        cli.main(["--root", str(one_patch.root), "rebase", "--abort", "--prune-resolutions"]) == 2
+    )
+    err = capsys.readouterr().err
+    assert err == "error: --prune-resolutions goes with a move, --continue or --check\n"
