@@ -5,12 +5,15 @@ Steps (``gbp pq rebase`` / ``gbp import-orig`` style, in ``build/work``):
 1. import the pinned upstream and apply the series, one commit per patch;
 2. import the target release as the next upstream commit (its parent is the
    pinned one), from its hash-checked sdist or, with ``--upstream-source
-   git``, from the repository;
-3. replay the patch commits onto it with 3-way merges (``git cherry-pick``),
+   git``, from the repository; refuse the move when the release lacks a
+   file the series needs (one no earlier patch creates: ``missing_files``);
+3. replay the patch commits onto it with 3-way merges (``git cherry-pick``,
+   with the recorded resolutions of ``rerere/`` installed: ``vpq.rerere``),
    classifying each patch:
 
    - **clean**: every hunk applies as is (zero fuzz, zero offset);
-   - **rebased**: the context moved; 3-way merged; re-exported;
+   - **rebased**: the context moved; 3-way merged; re-exported (``rebased
+     (recorded)`` where a recorded resolution settled its conflicts);
    - **absorbed**: upstream already has it, by one of four signals: the
      patch became *empty*; it *reverse-applies* on the target release; its
      *contract* already holds there (the part of the EAGLE-3 contract that
@@ -25,7 +28,9 @@ Steps (``gbp pq rebase`` / ``gbp import-orig`` style, in ``build/work``):
      applies but duplicates upstream's behaviour is dropped too, and one that
      conflicts only textually does not land on a person;
    - **conflict**: needs a person. The rebase stops with normal git state in
-     ``build/work``; ``--continue`` after resolving, ``--abort`` to give up.
+     ``build/work``; ``--continue`` after resolving (git records the
+     resolution, and it is copied into ``rerere/`` at once), ``--abort`` to
+     give up.
 
 4. on success, check the contract on the rebased tree, then write
    ``patches/``, ``series`` and ``upstream.lock`` (only now), and print the
