@@ -93,7 +93,8 @@ def cache(session: nox.Session) -> None:
 @nox.session
 def rebase_upstream(session: nox.Session) -> None:
     """Move the pin: `-- 0.18.1`, `-- --latest`, `-- --continue`, `-- --abort`,
-    `-- --check [VERSION ...]` (report only)."""
+    `-- --check [VERSION ...]` (report only); `--prune-resolutions` drops the
+    recorded resolutions (rerere/) a move or check did not meet."""
     _vpq(session, "rebase")
 
 

@@ -23,6 +23,7 @@ from vpq import (
     publish,
     queue,
     rebase,
+    rerere,
     series,
     tree,
     worklock,
@@ -148,11 +149,14 @@ def _rebase_check(root: Path, ns: argparse.Namespace) -> int:
 
     reports = rebase.check(root, versions, ns.upstream_source, on_report=show)
     if reports:
-        table = rebase.staircase(pin.version, series.load(root), reports)
+        stale = rebase.stale_resolutions(root, reports, prune=ns.prune_resolutions)
+        table = rebase.staircase(pin.version, series.load(root), reports, stale)
         if len(reports) > 1:
             print(rebase.render_staircase(table))
         else:  # the staircase's table would repeat the release's table above
             print(rebase.render_flags(table) or "The patch headers agree with this release.")
+        if stale and ns.prune_resolutions:
+            print(f"pruned {len(stale)} recorded resolution(s) from rerere/")
         print(f"written to {rebase.write_staircase(root, table)} and staircase.json")
         print(f"{len(reports)} release(s) in {sum(r.seconds for r in reports):.0f} s")
     return 0
@@ -162,20 +166,25 @@ def cmd_rebase(ns: argparse.Namespace) -> int:
     """``vpq rebase``: move the pin (or ``--check``, ``--continue``, ``--abort``)."""
     root = _root(ns)
     if ns.abort:
+        if ns.prune_resolutions:
+            raise UsageError("--prune-resolutions goes with a move, --continue or --check")
         rebase.abort(root)
-        print("rebase aborted; patches/, series and upstream.lock are as they were")
+        print(
+            "rebase aborted; patches/, series and upstream.lock are as they were "
+            "(resolutions recorded in rerere/ stay)"
+        )
         return 0
     if ns.check is not None:
         return _rebase_check(root, ns)
     try:
         if ns.cont:
-            report = rebase.resume(root)
+            report = rebase.resume(root, prune=ns.prune_resolutions)
         else:
             if bool(ns.version) == bool(ns.latest):
                 raise UsageError("give a version or --latest (or --continue, --abort, --check)")
             pin = lock.load(root)
             version = rebase.latest_version(pin.name) if ns.latest else ns.version
-            report = rebase.start(root, version, ns.upstream_source)
+            report = rebase.start(root, version, ns.upstream_source, prune=ns.prune_resolutions)
     except rebase.RebaseStopped as stopped:
         print(stopped.report.render())
         raise
@@ -194,12 +203,14 @@ def cmd_rebase(ns: argparse.Namespace) -> int:
 
 
 def cmd_lint(ns: argparse.Namespace) -> int:
-    """``vpq lint``: lint series, patches and (where the queue has one)
-    ``probes.toml``; exit 1 on any problem."""
+    """``vpq lint``: lint series, patches, (where the queue has one)
+    ``probes.toml`` and the recorded resolutions in ``rerere/``; exit 1 on
+    any problem."""
     root = _root(ns)
     problems = series.lint(root)
     if not problems and (root / probe.PROBES_FILE).is_file():
         problems = probe.lint(root, series.read_series(root))
+    problems += rerere.lint(root)
     for p in problems:
         print(p, file=sys.stderr)
     if not problems:
@@ -334,6 +345,12 @@ def _add_rebase(sub: argparse._SubParsersAction, locking: argparse.ArgumentParse
     )
     r.add_argument("--upstream-source", choices=["sdist", "git"], default="sdist")
     r.add_argument("--no-build", action="store_true", help="do not build wheels for the new pin")
+    r.add_argument(
+        "--prune-resolutions",
+        action="store_true",
+        help="remove the recorded resolutions (rerere/) the move, or every checked release, "
+        "did not meet",
+    )
     r.set_defaults(func=cmd_rebase)
 
 

@@ -309,4 +309,19 @@ def keep_only(root: Path, names: list[str]) -> bytes | None:
     if not (root / PROBES_FILE).is_file():
         return None
     probes = load(root)
+    kept = _kept_text((root / PROBES_FILE).read_text(encoding="utf-8"), set(names))
+    if set(tomllib.loads(kept)) == set(probes) & set(names):
+        return kept.encode()
     return dumps([probes[n] for n in names if n in probes])
+
+
+def _kept_text(text: str, names: set[str]) -> str:
+    """``text`` (a ``probes.toml``) without the tables of patches outside
+    ``names``; everything else, comments and layout included, keeps its
+    bytes, so a rebase that drops nothing rewrites nothing."""
+    blocks: list[tuple[str | None, list[str]]] = [(None, [])]
+    for line in text.splitlines(keepends=True):
+        if line.startswith('["') and line.rstrip().endswith('"]'):
+            blocks.append((line.strip()[2:-2], []))
+        blocks[-1][1].append(line)
+    return "".join("".join(lines) for name, lines in blocks if name is None or name in names)

@@ -5,12 +5,15 @@ Steps (``gbp pq rebase`` / ``gbp import-orig`` style, in ``build/work``):
 1. import the pinned upstream and apply the series, one commit per patch;
 2. import the target release as the next upstream commit (its parent is the
    pinned one), from its hash-checked sdist or, with ``--upstream-source
-   git``, from the repository;
-3. replay the patch commits onto it with 3-way merges (``git cherry-pick``),
+   git``, from the repository; refuse the move when the release lacks a
+   file the series needs (one no earlier patch creates: ``missing_files``);
+3. replay the patch commits onto it with 3-way merges (``git cherry-pick``,
+   with the recorded resolutions of ``rerere/`` installed: ``vpq.rerere``),
    classifying each patch:
 
    - **clean**: every hunk applies as is (zero fuzz, zero offset);
-   - **rebased**: the context moved; 3-way merged; re-exported;
+   - **rebased**: the context moved; 3-way merged; re-exported (``rebased
+     (recorded)`` where a recorded resolution settled its conflicts);
    - **absorbed**: upstream already has it, by one of four signals: the
      patch became *empty*; it *reverse-applies* on the target release; its
      *contract* already holds there (the part of the EAGLE-3 contract that
@@ -25,7 +28,9 @@ Steps (``gbp pq rebase`` / ``gbp import-orig`` style, in ``build/work``):
      applies but duplicates upstream's behaviour is dropped too, and one that
      conflicts only textually does not land on a person;
    - **conflict**: needs a person. The rebase stops with normal git state in
-     ``build/work``; ``--continue`` after resolving, ``--abort`` to give up.
+     ``build/work``; ``--continue`` after resolving (git records the
+     resolution, and it is copied into ``rerere/`` at once), ``--abort`` to
+     give up.
 
 4. on success, check the contract on the rebased tree, then write
    ``patches/``, ``series`` and ``upstream.lock`` (only now), and print the
@@ -42,7 +47,6 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -60,9 +64,9 @@ from vpq import (
     probe,
     progress,
     queue,
+    rerere,
     series,
     tree,
-    venv,
     wheel,
 )
 from vpq import git as g
@@ -72,6 +76,8 @@ from vpq.files import write_atomic
 STATE_DIR = Path("build") / "rebase"
 REBASE_BRANCH = "rebase"
 CONTINUE = "nox -s rebase_upstream -- --continue"
+#: The signal of a patch whose conflict a recorded resolution settled.
+RECORDED = "recorded resolution"
 ABORT = "nox -s rebase_upstream -- --abort"
 
 
@@ -109,7 +115,15 @@ class Outcome:
             "pending": "not reached",
         }.get(self.status, "")
         absorbed_by = self.signal if self.status == "absorbed" else ""
-        return [self.patch, self.status, merge, absorbed_by, note, self.probe]
+        return [self.patch, self.label, merge, absorbed_by, note, self.probe]
+
+    @property
+    def label(self) -> str:
+        """The status as the report and the staircase show it: a patch that
+        a recorded resolution (``rerere/``) settled reads ``rebased (recorded)``,
+        apart from a clean 3-way merge."""
+        recorded = self.status == "rebased" and self.signal.startswith(RECORDED)
+        return f"{self.status} (recorded)" if recorded else self.status
 
 
 def _aligned(rows: list[list[str]], indent: str = "  ") -> list[str]:
@@ -133,6 +147,9 @@ class Report:
     seconds: float = 0.0
     error: str = ""
     checked: bool = False
+    used: list[str] = field(default_factory=list)  # recorded resolutions (rerere ids) it met
+    stale: list[str] = field(default_factory=list)  # those it did not meet, described
+    pruned: bool = False  # whether the stale ones were removed from rerere/
 
     COLUMNS = ("patch", "status", "merge onto the target", "absorbed by", "note", "probe")
 
@@ -174,6 +191,10 @@ class Report:
             lines += _aligned([list(self.COLUMNS)] + [o.cells(self.new) for o in self.outcomes])
             counts = ", ".join(f"{k} {v}" for k, v in sorted(self.counts().items()))
             lines.append(f"  {len(self.outcomes)} patches: {counts}")
+        if self.stale:
+            head = "pruned" if self.pruned else "not met (stale; --prune-resolutions removes them)"
+            lines.append(f"  recorded resolutions {head}:")
+            lines += [f"    {line}" for line in self.stale]
         lines.append("  " + self.next_step())
         return "\n".join(lines)
 
@@ -277,28 +298,56 @@ def newer_versions(project: str, than: str) -> list[str]:
     ]
 
 
-def _missing_files(repo: Path, ref: str, patches: list[series.Patch]) -> list[tuple[str, str]]:
-    listed = set(g.out(["ls-tree", "-r", "--name-only", ref], repo).splitlines())
-    return [
-        (p.name, f) for p in patches for f in p.files if f not in p.new_files and f not in listed
-    ]
+def missing_files(listed: set[str], patches: list[series.Patch]) -> dict[str, list[str]]:
+    """The files the series needs that the target (whose files are
+    ``listed``) lacks, each with the patches that change it: a file is
+    missing only if upstream lacks it and no earlier patch creates it."""
+    return {f: ps for f, ps in series.files_needed(patches).items() if f not in listed}
 
 
-def _reverse_applies(repo: Path, ref: str, patch_path: Path) -> bool:
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        g.git(["read-tree", ref], repo, env=env)
-        proc = g.git(
-            ["apply", "--cached", "--check", "--reverse", str(patch_path)],
-            repo,
-            env=env,
-            check=False,
-        )
-        return proc.returncode == 0
+def missing_message(version: str, missing: dict[str, list[str]]) -> str:
+    """One paragraph naming each missing file once, with the patches that need it."""
+    names = "; no ".join(
+        f"{f} (changed by {', '.join(f'patches/{p}' for p in ps)})" for f, ps in missing.items()
+    )
+    return (
+        f"vllm {version} has no {names}: the series cannot be moved there. "
+        "patches/, series and upstream.lock are unchanged."
+    )
 
 
-def _unmerged(repo: Path) -> list[str]:
-    return g.out(["diff", "--name-only", "--diff-filter=U"], repo).split()
+def _commit_resolution(repo: Path) -> bool:
+    """Commit the resolved cherry-pick; False (and the pick dropped) when
+    the resolution leaves nothing to commit."""
+    if g.index_matches_head(repo):
+        g.cherry_pick_skip(repo)
+        return False
+    g.cherry_pick_continue(repo)
+    return True
+
+
+def _pick(repo: Path, commit: str, patch: series.Patch) -> tuple[list[str], str, str]:
+    """Cherry-pick ``commit`` onto ``HEAD``. Returns the files left
+    conflicted; ``"recorded"`` (committed) or ``"recorded-empty"`` (dropped)
+    where recorded resolutions (``rerere/``) settled every conflict, else
+    ``""``; and which resolutions git replayed (``rerere/<id>``, comma-separated).
+
+    Raises:
+        RebaseError: the cherry-pick failed without a conflict.
+    """
+    before = rerere.used(repo)
+    proc = g.cherry_pick(repo, commit)
+    if proc.returncode == 0:
+        return [], "", ""
+    replayed = ", ".join(f"{rerere.RERERE_DIR}/{i}" for i in sorted(rerere.used(repo) - before))
+    conflicted = g.unmerged(repo)
+    if conflicted:
+        return conflicted, "", replayed
+    if not g.picking(repo):
+        raise RebaseError(f"{patch.name}: git cherry-pick failed: {proc.stderr.decode().strip()}")
+    # It stopped at a conflict, and rerere.autoupdate staged a recorded
+    # resolution for every conflicted file.
+    return [], "recorded" if _commit_resolution(repo) else "recorded-empty", replayed
 
 
 def _step(
@@ -309,22 +358,17 @@ def _step(
     Every absorption signal is evaluated for every patch, and all that hold
     are reported: ``empty`` (the 3-way result changes nothing),
     ``reverse-applies`` (on the unpatched target), ``contract`` (the part of
-    the contract the patch's files are responsible for holds on the target).
+    the contract the patch's files are responsible for holds on the target),
+    ``probe`` (the patch's probe passes on the target).
     """
     try:
         queue.check_exact(repo, patch)
         exact = True
     except queue.ApplyError:
         exact = False
-    proc = g.git(
-        ["cherry-pick", "--keep-redundant-commits", "--allow-empty", commit], repo, check=False
-    )
-    conflicted = _unmerged(repo) if proc.returncode != 0 else []
-    if proc.returncode != 0 and not conflicted:
-        raise RebaseError(f"{patch.name}: git cherry-pick failed: {proc.stderr.decode().strip()}")
-    empty = not conflicted and (
-        g.out(["rev-parse", "HEAD^{tree}"], repo) == g.out(["rev-parse", "HEAD~1^{tree}"], repo)
-    )
+    conflicted, recorded, replayed = _pick(repo, commit, patch)
+    picked = not conflicted and recorded != "recorded-empty"  # HEAD is the patch's commit
+    empty = recorded == "recorded-empty" or (picked and g.same_tree(repo, "HEAD", "HEAD~1"))
     # A probe, where the patch has one, replaces the file-level contract
     # signal: a file the contract holds for (config/speculative.py) also
     # carries patches the contract knows nothing about.
@@ -334,7 +378,7 @@ def _step(
         name
         for name, holds in (
             ("empty", lambda: empty),
-            ("reverse-applies", lambda: _reverse_applies(repo, state.new_ref, patch.path)),
+            ("reverse-applies", lambda: g.apply_check_reverse(repo, state.new_ref, patch.path)),
             ("contract", lambda: not has_probe and table.holds_for(list(patch.files))),
             ("probe", lambda: bool(probed)),
         )
@@ -343,14 +387,22 @@ def _step(
     merge = "3-way merge conflicted" if conflicted else "applies as is" if exact else "3-way merge"
     if signals:
         if conflicted:
-            g.git(["cherry-pick", "--abort"], repo)
-        else:
-            g.git(["reset", "-q", "--hard", "HEAD~1"], repo)
+            g.cherry_pick_abort(repo)
+        elif picked:
+            g.reset_hard(repo, "HEAD~1")
+        if recorded:
+            merge = f"3-way merge, {RECORDED} {replayed}"
         return Outcome(patch.name, "absorbed", ", ".join(signals), conflicted, str(seen), merge)
     if conflicted:
         if not stop:
-            g.git(["cherry-pick", "--abort"], repo)
-        return Outcome(patch.name, "conflict", "needs a person", conflicted, str(seen), merge)
+            g.cherry_pick_abort(repo)
+        partly = f" (the rest replayed from {replayed})" if replayed else ""
+        outcome = Outcome(patch.name, "conflict", "needs a person", conflicted, str(seen), merge)
+        outcome.merge += partly
+        return outcome
+    if recorded:
+        how = f"{RECORDED} {replayed}"
+        return Outcome(patch.name, "rebased", how, probe=str(seen), merge=f"3-way merge, {how}")
     status = "clean" if exact else "rebased"
     return Outcome(patch.name, status, merge, probe=str(seen), merge=merge)
 
@@ -360,6 +412,11 @@ def _patches_by_name(root: Path) -> dict[str, series.Patch]:
 
 
 def _run(root: Path, state: State, *, stop: bool = True) -> list[Outcome]:
+    """Step 3: replay the pending patch commits, saving the state after each.
+
+    Raises:
+        RebaseStopped: a conflict needs a person (only with ``stop``).
+    """
     repo = root / build.WORK_DIR
     table = contract.Table.from_json(state.table)
     patches = _patches_by_name(root)
@@ -373,8 +430,7 @@ def _run(root: Path, state: State, *, stop: bool = True) -> list[Outcome]:
         if outcome.status == "conflict" and stop:
             state.current = [commit, name]
             _save(root, state)
-            old = lock.parse(state.old_lock, Path("old")).version
-            new = lock.parse(state.new_lock, Path("new")).version
+            old, new = _versions(state)
             raise RebaseStopped(
                 f"rebase to vllm {new} stopped: patches/{name} conflicts in "
                 f"{', '.join(outcome.files)}. Resolve the conflict in {repo} (edit, then "
@@ -413,20 +469,16 @@ def _begin(root: Path, version: str, source: str) -> State:
     old = prep.lock
     new, sdist = target_lock(old, version)
     repo = prep.repo
-    old_commit = g.out(["rev-parse", f"{prep.upstream_ref}^{{commit}}"], repo)
+    old_commit = g.commit_of(repo, prep.upstream_ref)
     with progress.step(f"importing vllm {new.version} into {repo} (from its {source})"):
         if source == "git":
             tree.import_git(repo, new.repository, new.tag, new.version, new.commit)
         else:
             tree.import_sdist(repo, sdist, new.version, parent=old_commit)
     new_ref = tree.upstream_tag(new.version)
-    missing = _missing_files(repo, new_ref, prep.patches)
+    missing = missing_files(set(g.tracked_files(repo, new_ref)), prep.patches)
     if missing:
-        names = "; ".join(f"{f} (changed by patches/{p})" for p, f in missing)
-        raise RebaseError(
-            f"vllm {new.version} has no {names}: the series cannot be moved there. "
-            "patches/, series and upstream.lock are unchanged."
-        )
+        raise RebaseError(missing_message(new.version, missing))
     table, probes = _judge_target(root, repo, new_ref, [p.name for p in prep.patches])
     commits = queue.commits_since(repo, prep.upstream_ref, queue.PATCHED_BRANCH)
     state = State(
@@ -440,12 +492,14 @@ def _begin(root: Path, version: str, source: str) -> State:
         started=time.time(),
         probes=probes,
     )
-    g.git(["checkout", "-q", "-f", "-B", REBASE_BRANCH, new_ref], repo)
+    g.force_branch(repo, REBASE_BRANCH, new_ref)
+    rerere.install(root, repo)
     return state
 
 
-def start(root: Path, version: str, source: str = "sdist") -> Report:
-    """Rebase the series onto ``version`` and, on success, move the pin.
+def start(root: Path, version: str, source: str = "sdist", *, prune: bool = False) -> Report:
+    """Rebase the series onto ``version`` and, on success, move the pin
+    (with ``prune``, and drop the recorded resolutions the move did not meet).
 
     Raises:
         RebaseError: it cannot start or finish (inputs unchanged).
@@ -458,11 +512,12 @@ def start(root: Path, version: str, source: str = "sdist") -> Report:
         raise RebaseError(f"upstream.lock already pins vllm {version}")
     state = _begin(root, version, source)
     _save(root, state)
-    return _finish(root, state, _run(root, state))
+    return _finish(root, state, _run(root, state), prune)
 
 
-def resume(root: Path) -> Report:
-    """``--continue``: commit the resolved patch and go on.
+def resume(root: Path, *, prune: bool = False) -> Report:
+    """``--continue``: commit the resolved patch, record its resolution in
+    ``rerere/`` at once (an ``--abort`` later keeps it), and go on.
 
     Raises:
         RebaseError: conflicts are still unresolved (names the files).
@@ -470,7 +525,7 @@ def resume(root: Path) -> Report:
     """
     state = _load(root)
     repo = root / build.WORK_DIR
-    left = _unmerged(repo)
+    left = g.unmerged(repo)
     if left:
         raise RebaseError(
             f"still unresolved in {repo}: {', '.join(left)}; resolve them, `git add` them, "
@@ -479,44 +534,55 @@ def resume(root: Path) -> Report:
     if state.current:
         name = state.current[1]
         outcomes = [Outcome(**o) for o in state.outcomes]  # type: ignore[arg-type]
-        if g.git(["diff", "--cached", "--quiet", "HEAD"], repo, check=False).returncode == 0:
-            g.git(["cherry-pick", "--skip"], repo, check=False)
-            g.git(["reset", "-q", "--hard", "HEAD"], repo)
+        files = rerere.conflicts(repo)
+        rerere.record(repo)
+        if _commit_resolution(repo):
+            outcomes[-1] = Outcome(name, "rebased", "resolved by hand", merge="resolved by hand")
+        else:
             outcomes[-1] = Outcome(
                 name, "absorbed", "empty after resolution", merge="resolved by hand"
             )
-        else:
-            g.git(
-                ["-c", "core.editor=true", "cherry-pick", "--continue"],
-                repo,
-                env={"GIT_EDITOR": "true"},
-            )
-            outcomes[-1] = Outcome(name, "rebased", "resolved by hand", merge="resolved by hand")
         state.outcomes = [asdict(o) for o in outcomes]
         state.current = None
         _save(root, state)
-    return _finish(root, state, _run(root, state))
+        old, new = _versions(state)
+        rerere.harvest(root, repo, name, files, f"{old} -> {new}")
+    return _finish(root, state, _run(root, state), prune)
+
+
+def _versions(state: State) -> tuple[str, str]:
+    """The move's (old, new) upstream versions."""
+    old = lock.parse(state.old_lock, Path("old")).version
+    return old, lock.parse(state.new_lock, Path("new")).version
 
 
 def abort(root: Path) -> None:
-    """``--abort``: drop the rebase; the repository's inputs were never touched."""
+    """``--abort``: drop the rebase; the repository's inputs were never
+    touched (resolutions already recorded in ``rerere/`` stay)."""
     _load(root)  # raises when no rebase is in progress
     repo = root / build.WORK_DIR
-    g.git(["cherry-pick", "--abort"], repo, check=False)
-    g.git(["checkout", "-q", "-f", queue.PATCHED_BRANCH], repo, check=False)
+    g.cherry_pick_abort(repo)
+    g.force_branch(repo, queue.PATCHED_BRANCH, check=False)
     _state_path(root).unlink()
 
 
 def _served_heads(repo: Path) -> set[str]:
     """The EAGLE-3 heads the series served before the move (the registry on
     the patched branch); none where the tree has no registry."""
-    proc = g.git(["show", f"{queue.PATCHED_BRANCH}:{contract.REGISTRY}"], repo, check=False)
-    if proc.returncode != 0:
+    registry = g.show(repo, queue.PATCHED_BRANCH, contract.REGISTRY)
+    if registry is None:
         return set()
-    return set(contract_drafter.eagle3_heads(proc.stdout.decode()))
+    return set(contract_drafter.eagle3_heads(registry.decode()))
 
 
-def _finish(root: Path, state: State, outcomes: list[Outcome]) -> Report:
+def _finish(root: Path, state: State, outcomes: list[Outcome], prune: bool = False) -> Report:
+    """Step 4: check the contract on the rebased tree, then write the inputs
+    and the report, and report (with ``prune``: remove) the recorded
+    resolutions the move did not meet.
+
+    Raises:
+        RebaseError: the contract does not hold on the rebased tree.
+    """
     repo = root / build.WORK_DIR
     old = lock.parse(state.old_lock, Path("old"))
     new = lock.parse(state.new_lock, Path("new"))
@@ -537,13 +603,20 @@ def _finish(root: Path, state: State, outcomes: list[Outcome]) -> Report:
     if probes is not None:
         write_atomic(root / probe.PROBES_FILE, probes)
     lock.dump(new, root)
-    report = Report(old.version, new.version, outcomes, time.time() - state.started)
+    met = rerere.used(repo)
+    stale = rerere.stale(root, met)
+    if prune and stale:
+        rerere.prune(root, [r.id for r in stale])
+    report = Report(
+        old.version, new.version, outcomes, time.time() - state.started, used=sorted(met),
+        stale=[r.describe() for r in stale], pruned=prune and bool(stale),
+    )  # fmt: skip
     write_atomic(
         root / STATE_DIR / f"report-{old.version}-to-{new.version}.md",
         (report.render() + "\n").encode(),
     )
     _state_path(root).unlink(missing_ok=True)
-    g.git(["checkout", "-q", "-f", "-B", queue.PATCHED_BRANCH, REBASE_BRANCH], repo)
+    g.force_branch(repo, queue.PATCHED_BRANCH, REBASE_BRANCH)
     queue.record_tool_head(repo)
     return report
 
@@ -566,28 +639,32 @@ def check(
         try:
             state = _begin(root, version, source)
             outcomes = _run(root, state, stop=False)
-            reports.append(
-                Report(old_version, version, outcomes, time.monotonic() - t0, checked=True)
-            )
-        except (
-            RebaseError,
-            fetch.FetchError,
-            tree.TreeError,
-            contract.ContractError,
-            venv.VenvError,
-            queue.ApplyError,
-            probe.ProbeError,
-        ) as exc:
-            reports.append(
-                Report(old_version, version, [], time.monotonic() - t0, str(exc), checked=True)
-            )
+            met = sorted(rerere.used(root / build.WORK_DIR))
+            took = time.monotonic() - t0
+            reports.append(Report(old_version, version, outcomes, took, checked=True, used=met))
+        except VpqError as exc:  # this release's column says why; the others still run
+            took = time.monotonic() - t0
+            reports.append(Report(old_version, version, [], took, str(exc), checked=True))
         finally:
             if on_report and reports and reports[-1].new == version:
                 on_report(reports[-1])
             repo = root / build.WORK_DIR
-            g.git(["cherry-pick", "--abort"], repo, check=False)
-            g.git(["checkout", "-q", "-f", queue.PATCHED_BRANCH], repo, check=False)
+            g.cherry_pick_abort(repo)
+            g.force_branch(repo, queue.PATCHED_BRANCH, check=False)
     return reports
+
+
+def stale_resolutions(root: Path, reports: list[Report], *, prune: bool = False) -> list[str]:
+    """The recorded resolutions (``rerere/``) that no checked release met,
+    one line each, removed with ``prune``; none when no release could be
+    checked."""
+    checked = [r for r in reports if not r.error]
+    if not checked:
+        return []
+    stale = rerere.stale(root, {rid for r in checked for rid in r.used})
+    if prune and stale:
+        rerere.prune(root, [r.id for r in stale])
+    return [r.describe() for r in stale]
 
 
 # --- the staircase: every release at once -----------------------------------
@@ -606,17 +683,21 @@ def expected_absorbed(upstream_status: str | None, version: str) -> bool | None:
     return Version(version) >= Version(m.group(1))
 
 
-def staircase(pin: str, patches: list[series.Patch], reports: list[Report]) -> dict[str, object]:
+def staircase(
+    pin: str, patches: list[series.Patch], reports: list[Report], stale: list[str] | None = None
+) -> dict[str, object]:
     """One table for ``--check`` over several releases: each patch's status at
-    each release, and whether it agrees with the patch's ``Upstream-Status``
-    header (absorbed exactly from the release the header names)."""
+    each release (``rebased (recorded)`` where a recorded resolution settled
+    it), and whether it agrees with the patch's ``Upstream-Status`` header
+    (absorbed exactly from the release the header names). ``stale``: the
+    recorded resolutions no checked release met (``stale_resolutions``)."""
     rows = []
     for p in patches:
         cells: dict[str, dict[str, object]] = {}
         for rep in reports:
             got = next((o for o in rep.outcomes if o.patch == p.name), None)
             want = expected_absorbed(p.upstream_status, rep.new)
-            status = got.status if got else "error"
+            status = got.label if got else "error"
             agrees = None if got is None or want is None else (status == "absorbed") == want
             cells[rep.new] = {
                 "status": status,
@@ -634,6 +715,7 @@ def staircase(pin: str, patches: list[series.Patch], reports: list[Report]) -> d
     }
     table["flags"] = header_flags(rows)
     table["probe_flags"] = probe_flags(rows)
+    table["stale_resolutions"] = stale or []
     return table
 
 
@@ -719,6 +801,10 @@ def render_flags(table: dict[str, object]) -> str:
     stale: list[str] = table.get("probe_flags", [])  # type: ignore[assignment]
     if stale:
         lines += [""] * bool(lines) + ["Probes the text contradicts:"] + [f"- {f}" for f in stale]
+    unmet: list[str] = table.get("stale_resolutions", [])  # type: ignore[assignment]
+    if unmet:
+        lines += [""] * bool(lines) + ["Recorded resolutions no checked release met:"]
+        lines += [f"- {u}" for u in unmet]
     return "\n".join(lines)
 
 

@@ -272,6 +272,25 @@ def load(root: Path) -> list[Patch]:
     return [parse_patch(root, name) for name in read_series(root)]
 
 
+def files_needed(patches: list[Patch]) -> dict[str, list[str]]:
+    """The files the series needs upstream to have, each with the patches
+    (in series order) that change it.
+
+    A patch that changes or deletes a file needs it to exist when it applies:
+    in upstream, unless an earlier patch of the series created it (and no
+    patch since deleted it). Files a patch creates are needed from nobody.
+    """
+    created: set[str] = set()
+    needed: dict[str, list[str]] = {}
+    for p in patches:
+        for f in p.files:
+            if f not in p.new_files and f not in created:
+                needed.setdefault(f, []).append(p.name)
+        created |= set(p.new_files)
+        created -= set(p.deleted_files)
+    return needed
+
+
 def lint(root: Path) -> list[str]:
     """Problems with the series, one line each; empty when it is clean.
 

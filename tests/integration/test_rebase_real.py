@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from vpq import contract, contract_check, lock, rebase, series
 from vpq import git as g
-from vpq import lock, series
 
 from tests.conftest import REPO_ROOT
 
@@ -242,3 +242,32 @@ def test_check_with_probes_agrees_with_every_patch_header(full_root: Path) -> No
         assert all("probe" in cells[p]["signal"] or "empty" in cells[p]["signal"] for p in absorbed)
     newest = {row["patch"]: row["cells"]["0.33.0"]["status"] for row in table["patches"]}
     assert sum(s == "absorbed" for s in newest.values()) >= 20  # the backports through v0.30.0
+
+
+@pytest.fixture
+def textual_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Judge patches by their text alone: no contract import and no probe
+    run on the target (an empty table, no probes), so a move costs seconds.
+    The pre-check, the 3-way replay and the export are the real ones."""
+    empty = contract.Table(rows={}, where={})
+    monkeypatch.setattr(rebase, "_judge_target", lambda *a: (empty, {}))
+    monkeypatch.setattr(contract_check, "for_tree", lambda *a: empty)
+
+
+def test_the_whole_series_moves_to_0_17_0_and_back_byte_identical(
+    full_root: Path, textual_only: None
+) -> None:
+    """0.17.0 lacks the MLA drafter's file, but the series' own first
+    drafter patch creates it, so the pre-check lets the move run: nothing is
+    absorbed, and back at 0.17.1 the inputs are byte-identical."""
+    start = inputs(full_root)
+    probes = (full_root / "probes.toml").read_bytes()
+    names = series.read_series(full_root)
+    there = rebase.start(full_root, "0.17.0")
+    assert [o.patch for o in there.outcomes] == names
+    assert {o.status for o in there.outcomes} <= {"clean", "rebased"}, there.render()
+    assert lock.load(full_root).version == "0.17.0"
+    back = rebase.start(full_root, "0.17.1")
+    assert {o.status for o in back.outcomes} <= {"clean", "rebased"}, back.render()
+    assert inputs(full_root) == start
+    assert (full_root / "probes.toml").read_bytes() == probes

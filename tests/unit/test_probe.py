@@ -11,22 +11,12 @@ runs with this interpreter.
 
 from __future__ import annotations
 
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 from vpq import contract, contract_check, lock, probe, rebase, series
-from vpq.files import sha256_file
 
-from tests.unit.tiny_upstream import (
-    FILES,
-    MOD,
-    Upstream,
-    _add_to_cache,
-    replace_line,
-    write_sdist,
-)
+from tests.unit.tiny_upstream import MOD, Upstream, publish, replace_line
 
 PATCH = "mod/change-f10.patch"
 PROBE_TEST = "tests/probes/test_f10.py::test_f10_returns_100"
@@ -34,23 +24,7 @@ PROBE_TEST = "tests/probes/test_f10.py::test_f10_returns_100"
 
 def _release_1_1(upstream: Upstream, mod: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Publish tiny vllm 1.1 (``vllm/mod.py`` = ``mod``) as the rebase target."""
-    path = upstream.sdist.parent / "vllm-1.1.tar.gz"
-    files = {**FILES, "vllm/mod.py": mod}
-    files["vllm/_version.py"] = files["vllm/_version.py"].replace("'1.0'", "'1.1'")
-    write_sdist(path, files, "1.1")
-    sha = sha256_file(path)
-    _add_to_cache(path, sha)
-    old = lock.load(upstream.root)
-    new = lock.Lock(
-        name=old.name, version="1.1", tag="v1.1", repository=old.repository, commit="def5678",
-        commit_source="test", sdist=lock.Artifact(path.name, sha), wheels=old.wheels,
-    )  # fmt: skip
-    monkeypatch.setattr(rebase, "target_lock", lambda _old, _v: (new, path))
-    # No vLLM requirements here: an empty contract table, and this interpreter.
-    monkeypatch.setattr(
-        contract_check, "check_source", lambda *a, **k: contract.Table(rows={}, where={})
-    )
-    monkeypatch.setattr(contract_check, "deps_python", lambda *a: Path(sys.executable))
+    publish(upstream, {"1.1": mod}, monkeypatch)
 
 
 def _with_probe(upstream: Upstream) -> None:
@@ -109,7 +83,7 @@ def test_a_real_move_drops_the_absorbed_patch_and_its_probe(one_patch, monkeypat
     assert series.read_series(one_patch.root) == []
     assert lock.load(one_patch.root).version == "1.1"
     assert probe.load(one_patch.root) == {}
-    assert (one_patch.root / probe.PROBES_FILE).read_text().startswith(probe.HEADER)
+    assert (one_patch.root / probe.PROBES_FILE).is_file()  # the dropped table only
 
 
 # --- probes.toml and its lint ------------------------------------------------

@@ -8,6 +8,7 @@ import base64
 import hashlib
 import io
 import shutil
+import sys
 import tarfile
 import textwrap
 import zipfile
@@ -15,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from vpq import fetch, queue, series, tree
+from vpq import contract, contract_check, fetch, lock, queue, rebase, series, tree
 from vpq import git as g
+from vpq.files import sha256_file
 
 MOD = "".join(f"def f{i}():\n    return {i}\n\n\n" for i in range(30))
 VERSION_PY = textwrap.dedent(
@@ -129,8 +131,6 @@ def upstream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Upstream:
     whl = files / f"vllm-1.0-{WHEEL_TAG}.whl"
     write_sdist(sdist)
     _wheel(whl)
-    from vpq.files import sha256_file
-
     s_sha, w_sha = sha256_file(sdist), sha256_file(whl)
     _add_to_cache(sdist, s_sha)
     _add_to_cache(whl, w_sha)
@@ -178,3 +178,31 @@ def one_patch(upstream: Upstream) -> Upstream:
     )
     assert series.lint(upstream.root) == [], series.lint(upstream.root)
     return upstream
+
+
+def publish(upstream: Upstream, mods: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Publish tiny releases (version -> its ``vllm/mod.py``) as rebase
+    targets. vLLM's own requirements are not here: the contract table is
+    empty (it holds for nothing) and probes run with this interpreter."""
+    old = lock.load(upstream.root)
+    targets = {}
+    for version, mod in mods.items():
+        path = upstream.sdist.parent / f"vllm-{version}.tar.gz"
+        files = {**FILES, "vllm/mod.py": mod}
+        files["vllm/_version.py"] = files["vllm/_version.py"].replace("'1.0'", f"'{version}'")
+        write_sdist(path, files, version)
+        sha = sha256_file(path)
+        _add_to_cache(path, sha)
+        targets[version] = (
+            lock.Lock(
+                name=old.name, version=version, tag=f"v{version}", repository=old.repository,
+                commit="def5678", commit_source="test", sdist=lock.Artifact(path.name, sha),
+                wheels=old.wheels,
+            ),
+            path,
+        )  # fmt: skip
+    monkeypatch.setattr(rebase, "target_lock", lambda _old, v: targets[v])
+    monkeypatch.setattr(
+        contract_check, "check_source", lambda *a, **k: contract.Table(rows={}, where={})
+    )
+    monkeypatch.setattr(contract_check, "deps_python", lambda *a: Path(sys.executable))

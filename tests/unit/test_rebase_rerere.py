@@ -1,0 +1,156 @@
+"""Recorded resolutions (git rerere, kept in ``rerere/``): a conflict a
+person resolves once is replayed by every later move that meets it.
+
+The tiny upstream ("vllm 1.0") carries two patches, on f10 and on f20;
+release 1.1 changes both lines, so both patches conflict there. Release 1.2
+changes only f20, the same way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from vpq import build, cli, lock, rebase, rerere, series
+from vpq import git as g
+
+from tests.unit.tiny_upstream import MOD, Upstream, publish, replace_line
+
+A = "mod/change-f10.patch"
+B = "mod/change-f20.patch"
+MOD_1_1 = replace_line(
+    replace_line(MOD, "return 10\n", "return 10  # 1.1\n"), "return 20\n", "return 20  # 1.1\n"
+)
+MOD_1_2 = replace_line(MOD, "return 20\n", "return 20  # 1.1\n")
+
+
+@pytest.fixture
+def two(upstream: Upstream, monkeypatch: pytest.MonkeyPatch) -> Upstream:
+    """Patches A (f10 -> 100) and B (f20 -> 200), releases 1.1 and 1.2."""
+    upstream.commit_patch(A, {"vllm/mod.py": replace_line(MOD, "return 10\n", "return 100\n")},
+                          "mod: make f10 return 100")  # fmt: skip
+    both = replace_line(
+        replace_line(MOD, "return 10\n", "return 100\n"), "return 20\n", "return 200\n"
+    )
+    upstream.commit_patch(B, {"vllm/mod.py": both}, "mod: make f20 return 200")
+    assert series.lint(upstream.root) == []
+    publish(upstream, {"1.1": MOD_1_1, "1.2": MOD_1_2}, monkeypatch)
+    return upstream
+
+
+def inputs(root: Path) -> dict[str, bytes]:
+    files = [root / "series", root / "upstream.lock", *sorted((root / "patches").rglob("*"))]
+    return {str(p.relative_to(root)): p.read_bytes() for p in files if p.is_file()}
+
+
+def restore(root: Path, saved: dict[str, bytes]) -> None:
+    """Put the inputs back as a fresh clone of the repository would have them."""
+    for name, data in saved.items():
+        (root / name).write_bytes(data)
+
+
+def resolve(root: Path, old: str, new: str) -> None:
+    """What a person does: keep upstream's comment and the patch's value."""
+    work = root / build.WORK_DIR
+    text = g.show(work, "HEAD", "vllm/mod.py")
+    assert text is not None
+    (work / "vllm/mod.py").write_text(replace_line(text.decode(), old, new))
+    g.git(["add", "vllm/mod.py"], work)
+
+
+def stopped_at(root: Path, call: object, *args: object) -> rebase.Report:
+    with pytest.raises(rebase.RebaseStopped) as info:
+        call(root, *args)  # type: ignore[operator]
+    return info.value.report
+
+
+def status(report: rebase.Report) -> dict[str, str]:
+    return {o.patch: o.label for o in report.outcomes}
+
+
+def test_a_resolution_recorded_before_an_abort_is_replayed_by_the_next_move(two: Upstream) -> None:
+    root, start = two.root, inputs(two.root)
+    assert status(stopped_at(root, rebase.start, "1.1"))[A] == "conflict"
+    resolve(root, "return 10  # 1.1\n", "return 100  # 1.1\n")
+    # --continue records A's resolution in rerere/ at once, then stops at B
+    assert status(stopped_at(root, rebase.resume)) == {A: "rebased", B: "conflict"}
+    (rec,) = rerere.load(root).values()
+    assert (rec.patch, rec.file, rec.recorded) == (A, "vllm/mod.py", "1.0 -> 1.1")
+    assert {p.name for p in (root / "rerere" / rec.id).iterdir()} == {"preimage", "postimage"}
+    rebase.abort(root)
+    assert inputs(root) == start and set(rerere.load(root)) == {rec.id}
+
+    second = stopped_at(root, rebase.start, "1.1")
+    assert status(second) == {A: "rebased (recorded)", B: "conflict"}
+    assert "rebased (recorded) recorded resolution rerere/" in second.render()
+    resolve(root, "return 20  # 1.1\n", "return 200  # 1.1\n")
+    done = rebase.resume(root)
+    assert status(done) == {A: "rebased (recorded)", B: "rebased"}
+    assert lock.load(root).version == "1.1"
+    assert len(rerere.load(root)) == 2 and set(done.used) == set(rerere.load(root))
+    assert done.stale == []
+    assert b"return 100  # 1.1" in (root / "patches" / A).read_bytes()
+
+
+def test_check_marks_recorded_cells_and_a_move_reports_and_prunes_what_it_did_not_meet(
+    two: Upstream,
+) -> None:
+    root, start = two.root, inputs(two.root)
+    stopped_at(root, rebase.start, "1.1")
+    resolve(root, "return 10  # 1.1\n", "return 100  # 1.1\n")
+    stopped_at(root, rebase.resume)
+    resolve(root, "return 20  # 1.1\n", "return 200  # 1.1\n")
+    rebase.resume(root)
+    restore(root, start)  # a fresh clone at 1.0, with both resolutions in rerere/
+    ids = {r.patch: r.id for r in rerere.load(root).values()}
+
+    reports = rebase.check(root, ["1.1", "1.2"])
+    assert [status(r) for r in reports] == [
+        {A: "rebased (recorded)", B: "rebased (recorded)"},
+        {A: "clean", B: "rebased (recorded)"},
+    ]
+    assert rebase.stale_resolutions(root, reports) == []
+    table = rebase.staircase("1.0", series.load(root), reports)
+    assert f"| `{A}` | rebased (recorded) | clean |" in rebase.render_staircase(table)
+    assert inputs(root) == start
+
+    kept = rebase.start(root, "1.2")  # 1.2 has no f10 conflict: A's resolution is stale
+    assert status(kept) == {A: "clean", B: "rebased (recorded)"}
+    assert kept.stale == [rerere.Resolution(ids[A], A, "vllm/mod.py", "1.0 -> 1.1").describe()]
+    assert "not met (stale; --prune-resolutions removes them)" in kept.render()
+    assert set(rerere.load(root)) == set(ids.values())  # reported, not removed
+    restore(root, start)
+    pruned = rebase.start(root, "1.2", prune=True)
+    assert pruned.pruned and set(rerere.load(root)) == {ids[B]}
+    assert not (root / "rerere" / ids[A]).exists()
+    assert ids[A] not in (root / "rerere" / rerere.INDEX_FILE).read_text()
+
+
+def test_lint_names_a_resolution_without_its_images_or_its_index_entry(tmp_path: Path) -> None:
+    folder = tmp_path / rerere.RERERE_DIR
+    good, half = "a" * 40, "b" * 40
+    for rid in (good, half):
+        (folder / rid).mkdir(parents=True)
+        (folder / rid / "preimage").write_text("<<<<<<<\nx\n=======\ny\n>>>>>>>\n")
+    (folder / good / "postimage").write_text("xy\n")
+    (folder / "notes").mkdir()
+    broken = [
+        f"{folder / half}: holds no preimage and postimage pair",
+        f"{folder / 'notes'}: not a rerere conflict id folder (40 hex digits)",
+    ]
+    unindexed = f"{folder / good}: the recorded resolution is not in the index"
+    assert sorted(rerere.lint(tmp_path)) == sorted(
+        [*broken, f"{unindexed} ({folder / rerere.INDEX_FILE})"]
+    )
+    rerere.write_index(tmp_path, {good: rerere.Resolution(good, "p.patch", "f.py", "1 -> 2")})
+    assert sorted(rerere.lint(tmp_path)) == sorted(broken)
+
+
+def test_prune_with_abort_is_a_usage_error(
+    one_patch: Upstream, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        cli.main(["--root", str(one_patch.root), "rebase", "--abort", "--prune-resolutions"]) == 2
+    )
+    err = capsys.readouterr().err
+    assert err == "error: --prune-resolutions goes with a move, --continue or --check\n"
