@@ -22,7 +22,8 @@ One module per noun:
   ``engine_env`` (the engine tier's CPU engines), ``gpu`` (the GPU test
   session);
 - shipping: ``publish`` (a package index beside the wheels);
-- moving the pin: ``rebase``, ``probe`` (absorption probes on an unpatched
+- moving the pin: ``rebase``, ``rerere`` (recorded conflict resolutions,
+  kept in ``rerere/``), ``probe`` (absorption probes on an unpatched
   release) and ``probe_report`` (their verdicts in the report);
 - the rest: ``proc`` (child processes, the probe line protocol), ``bench``
   (timings), ``progress`` (long steps' progress lines), ``cache`` (the cache's
