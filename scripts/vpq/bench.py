@@ -103,7 +103,7 @@ def _build_cases(root: Path, plats: list[str], out: Path) -> list[Case]:
     platforms warm, and the whole ``nox -s build_wheel`` warm."""
     cases = []
     for plat in plats:
-        shutil.rmtree(root / build.WORK_DIR, ignore_errors=True)
+        shutil.rmtree(Workspace(root).work, ignore_errors=True)
         cases.append(_build(f"build_wheel cold {plat}", root, out / "c", "--platform", plat))
         cases.append(_build(f"build_wheel warm {plat}", root, out / "w", "--platform", plat))
     cases.append(_build("build_wheel warm all platforms", root, out / "a", "--platform", "all"))

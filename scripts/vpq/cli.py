@@ -29,6 +29,7 @@ from vpq import (
     worklock,
 )
 from vpq.errors import UsageError, VpqError
+from vpq.workspace import Workspace
 
 
 def _root(ns: argparse.Namespace) -> Path:
@@ -111,7 +112,7 @@ def cmd_export(ns: argparse.Namespace) -> int:
     root = _root(ns)
     pin = lock.load(root)
     old = series.load(root)
-    repo = root / build.WORK_DIR
+    repo = Workspace(root).work
     entries = queue.export(repo, tree.upstream_tag(pin.version), old)
     changes = queue.write_checked(root, entries)
     queue.record_tool_head(repo)  # build/work's work is in patches/ now

@@ -72,8 +72,8 @@ from vpq import (
 from vpq import git as g
 from vpq.errors import VpqError
 from vpq.files import write_atomic
+from vpq.workspace import Workspace
 
-STATE_DIR = Path("build") / "rebase"
 REBASE_BRANCH = "rebase"
 CONTINUE = "nox -s rebase_upstream -- --continue"
 #: The signal of a patch whose conflict a recorded resolution settled.
@@ -216,7 +216,7 @@ class State:
 
 
 def _state_path(root: Path) -> Path:
-    return root / STATE_DIR / "state.json"
+    return Workspace(root).rebase / "state.json"
 
 
 def _save(root: Path, state: State) -> None:
@@ -417,7 +417,7 @@ def _run(root: Path, state: State, *, stop: bool = True) -> list[Outcome]:
     Raises:
         RebaseStopped: a conflict needs a person (only with ``stop``).
     """
-    repo = root / build.WORK_DIR
+    repo = Workspace(root).work
     table = contract.Table.from_json(state.table)
     patches = _patches_by_name(root)
     outcomes = [Outcome(**o) for o in state.outcomes]  # type: ignore[arg-type]
@@ -452,7 +452,7 @@ def _judge_target(
         ContractError, ProbeError, VenvError.
     """
     python = contract_check.deps_python(repo, ref)
-    with contract_check.exported(root / "build", repo, ref) as src:
+    with contract_check.exported(Workspace(root).build, repo, ref) as src:
         table = contract_check.check_source(python, repo, ref, src)
         verdicts = probe.run_all(python, root, names, src, table)
     return table, {name: [absorbed, seen] for name, (absorbed, seen) in verdicts.items()}
@@ -524,7 +524,7 @@ def resume(root: Path, *, prune: bool = False) -> Report:
         RebaseStopped: another conflict.
     """
     state = _load(root)
-    repo = root / build.WORK_DIR
+    repo = Workspace(root).work
     left = g.unmerged(repo)
     if left:
         raise RebaseError(
@@ -560,7 +560,7 @@ def abort(root: Path) -> None:
     """``--abort``: drop the rebase; the repository's inputs were never
     touched (resolutions already recorded in ``rerere/`` stay)."""
     _load(root)  # raises when no rebase is in progress
-    repo = root / build.WORK_DIR
+    repo = Workspace(root).work
     g.cherry_pick_abort(repo)
     g.force_branch(repo, queue.PATCHED_BRANCH, check=False)
     _state_path(root).unlink()
@@ -583,13 +583,13 @@ def _finish(root: Path, state: State, outcomes: list[Outcome], prune: bool = Fal
     Raises:
         RebaseError: the contract does not hold on the rebased tree.
     """
-    repo = root / build.WORK_DIR
+    repo = Workspace(root).work
     old = lock.parse(state.old_lock, Path("old"))
     new = lock.parse(state.new_lock, Path("new"))
     # The contract must hold on the rebased tree before anything is written,
     # for every EAGLE-3 head the series served before the move (a series
     # without the MLA drafter is not required to serve it afterwards).
-    table = contract_check.for_tree(root / "build", repo, REBASE_BRANCH, state.new_ref)
+    table = contract_check.for_tree(Workspace(root).build, repo, REBASE_BRANCH, state.new_ref)
     table = table.without(set(contract_drafter.DRAFTERS) - _served_heads(repo))
     gaps = table.gap_message(f"the rebased series on vllm {new.version}")
     if gaps:
@@ -612,7 +612,7 @@ def _finish(root: Path, state: State, outcomes: list[Outcome], prune: bool = Fal
         stale=[r.describe() for r in stale], pruned=prune and bool(stale),
     )  # fmt: skip
     write_atomic(
-        root / STATE_DIR / f"report-{old.version}-to-{new.version}.md",
+        Workspace(root).rebase / f"report-{old.version}-to-{new.version}.md",
         (report.render() + "\n").encode(),
     )
     _state_path(root).unlink(missing_ok=True)
@@ -639,7 +639,7 @@ def check(
         try:
             state = _begin(root, version, source)
             outcomes = _run(root, state, stop=False)
-            met = sorted(rerere.used(root / build.WORK_DIR))
+            met = sorted(rerere.used(Workspace(root).work))
             took = time.monotonic() - t0
             reports.append(Report(old_version, version, outcomes, took, checked=True, used=met))
         except VpqError as exc:  # this release's column says why; the others still run
@@ -648,7 +648,7 @@ def check(
         finally:
             if on_report and reports and reports[-1].new == version:
                 on_report(reports[-1])
-            repo = root / build.WORK_DIR
+            repo = Workspace(root).work
             g.cherry_pick_abort(repo)
             g.force_branch(repo, queue.PATCHED_BRANCH, check=False)
     return reports
@@ -811,7 +811,7 @@ def render_flags(table: dict[str, object]) -> str:
 def write_staircase(root: Path, table: dict[str, object]) -> Path:
     """Write the staircase to ``build/rebase/staircase.md`` and ``.json`` (for a
     scheduled job to diff); return the Markdown path."""
-    out = root / STATE_DIR
+    out = Workspace(root).rebase
     write_atomic(out / "staircase.json", (json.dumps(table, indent=1) + "\n").encode())
     md = out / "staircase.md"
     write_atomic(md, (render_staircase(table) + "\n").encode())

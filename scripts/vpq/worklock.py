@@ -27,8 +27,9 @@ from filelock import FileLock, Timeout
 
 from vpq.errors import VpqError
 from vpq.files import write_atomic
+from vpq.workspace import BUILD
 
-LOCK_FILE = Path("build") / ".vpq.lock"
+LOCK_FILE = BUILD / ".vpq.lock"
 
 
 class LockBusy(VpqError):
