@@ -79,6 +79,7 @@ def _request(output: list[int], grammar: RecordingGrammar) -> SimpleNamespace:
     so._grammar, so.reasoning_ended = grammar, False
     so.reasoning_end_token_index = None
     so.reasoning_parser_kwargs, so.reasoner = None, EndsAtMarker()  # fields of 0.27.0 on
+    so.masked_reasoning_end_ids = ()  # 0.33.0
     prompt = [40, 41, 980]  # ends with <think>
     return SimpleNamespace(
         structured_output_request=so, use_structured_output=True,
@@ -96,11 +97,36 @@ def test_rows_after_the_marker_in_the_drafted_window_are_constrained() -> None:
     assert grammar.accepted == []  # every advance was rolled back
 
 
+def _advance_step(manager: object, request: SimpleNamespace, step: list[int]) -> None:
+    """Feed one step's new tokens to the grammar as the release's scheduler
+    does: 0.17.1 asks ``should_advance(request)`` and passes the whole step;
+    from 0.22.0 it trims the reasoning off what it passes, and the 0.27.0
+    form (the patch) also gives ``should_advance`` the step's tokens; from
+    0.28.0 the manager's ``accept_tokens`` does all of it."""
+    import inspect
+
+    grammar = request.structured_output_request._grammar
+    if not hasattr(manager, "should_advance"):
+        manager.accept_tokens(request, step)  # type: ignore[attr-defined]
+        return
+    takes_step = "new_token_ids" in inspect.signature(manager.should_advance).parameters  # type: ignore[attr-defined]
+    kw = {"new_token_ids": step} if takes_step else {}
+    if manager.should_advance(request, **kw):  # type: ignore[attr-defined]
+        trim = getattr(manager, "trim_reasoning_for_advance", lambda _r, ids: ids)
+        grammar.accept_tokens("r", trim(request, step))
+
+
 def test_tokens_after_the_marker_in_the_same_step_advance_the_grammar() -> None:
+    """Under async scheduling the request's counters already include the next
+    step's optimistic tokens (two placeholders outstanding), so a window
+    derived from them starts past ``</think>`` (vllm #43388): the step's own
+    tokens must decide."""
     grammar = RecordingGrammar()
     step = [659, END, OPEN]  # one step: "ok", </think>, "{"
     request = _request(step, grammar)
-    m = _manager()
-    assert m.should_advance(request), "the step's tokens after </think> are not advanced"
-    assert m.trim_reasoning_for_advance(request, step) == [OPEN]
-    assert request.structured_output_request.reasoning_end_token_index == 4
+    request.request_id = "r"
+    request.num_computed_tokens = len(request.all_token_ids) + 2
+    request.num_output_placeholders = 2
+    _advance_step(_manager(), request, step)
+    assert grammar.accepted == [OPEN], "the step's tokens after </think> did not reach the grammar"
+    assert request.structured_output_request.reasoning_ended
