@@ -29,8 +29,10 @@ import pytest
 import torch
 from vllm.sequence import IntermediateTensors
 
-from tests.semantics import stubs
+from tests.semantics import stubs, unpatched
 from tests.semantics.test_aux_hidden_states import _wrapper
+
+pytestmark = [unpatched.AUX_INTERFACE]
 
 IDS = torch.tensor([3, 1, 4, 1, 5])
 POS = torch.arange(5)
@@ -133,6 +135,11 @@ def test_receive_buffer_has_a_key_per_id_below_the_stage_start(make_model, pp_ra
     assert buf["aux_hidden_states_2"].dtype == torch.float32
 
 
+@unpatched.fails_unpatched_with(
+    raises="AttributeError",
+    match="_stage_forwards_eagle3_aux_states",
+    reason="the rule is a GPUModelRunner method the patch adds; the test asks it directly",
+)
 def test_runner_sets_aux_ids_on_stages_without_the_drafter() -> None:
     """``GPUModelRunner`` needs CUDA to construct, so the method runs on a
     stand-in ``self``; the rule is the drafter's own
@@ -216,6 +223,12 @@ def _spec(target: str, drafter: str, pp: int, **kw: object):  # type: ignore[no-
     )
 
 
+@unpatched.fails_unpatched_with(
+    raises="NotImplementedError",
+    match="Pipeline parallelism is not supported for this model",
+    reason="the behaviour the patch changes: 0.17.1 refuses every EAGLE-3 head under "
+    "pipeline parallel (the drafter is not SupportsPP), with a generic message",
+)
 def test_config_refuses_eagle3_over_pipeline_parallel_only_where_aux_cannot_travel(
     tmp_path,
 ) -> None:

@@ -49,7 +49,18 @@ from vllm.config import (
     set_current_vllm_config,
 )
 
-from tests.semantics import stubs
+from tests.semantics import stubs, unpatched
+
+pytestmark = [
+    unpatched.MLA_DRAFTER_MODULE,
+    unpatched.MLA_DRAFTER_ARCH,
+    unpatched.fails_unpatched_with(
+        raises="ValidationError",
+        match="model type `kimi_k2` but Transformers does not recognize",
+        reason="0.17.1 cannot read a kimi_k2-typed head's config before use_mla is decided",
+        dependency=True,
+    ),
+]
 
 H = stubs.HIDDEN  # draft and target hidden size
 VOCAB, DRAFT_VOCAB = 128, 96

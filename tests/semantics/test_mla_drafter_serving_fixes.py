@@ -35,7 +35,7 @@ import torch
 from torch import nn
 from vllm.config import set_current_vllm_config
 
-from tests.semantics import stubs
+from tests.semantics import stubs, unpatched
 from tests.semantics import test_mla_drafter as mla
 
 TARGET_LAYERS = 4
@@ -154,4 +154,7 @@ def test_unquantized_mla_drafter_head_keeps_a_plain_weight(
     assert shape == (DRAFT_VOCAB, mla.H)
 
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    unpatched.MLA_DRAFTER_MODULE,
+]
