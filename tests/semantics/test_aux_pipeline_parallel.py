@@ -257,14 +257,32 @@ def test_config_refuses_eagle3_over_pipeline_parallel_only_where_aux_cannot_trav
     )
 
 
-def test_drafter_layers_are_numbered_after_all_target_layers_on_the_last_stage() -> None:
+def test_drafter_layers_are_numbered_after_all_target_layers_on_the_last_stage(
+    make_model, monkeypatch
+) -> None:
     """Under pipeline parallelism the drafter is built on the last stage; its
     layer names must not repeat a target layer held there (0.17.1 used the
     per-stage count, so with 60 layers on two stages the head's layer was
-    ``model.layers.30``, the last stage's first target layer)."""
-    import inspect
-
+    ``model.layers.30``, the last stage's first target layer). The real
+    ``Eagle3LlamaForCausalLM.__init__`` runs on a 4-layer target whose last
+    stage holds layers 2 and 3; its ``LlamaModel`` (CUDA attention) is a
+    stand-in that records the ``start_layer_id`` it is given."""
     from vllm.model_executor.models import llama_eagle3
 
-    src = inspect.getsource(llama_eagle3.Eagle3LlamaForCausalLM.__init__)
-    assert "get_total_num_hidden_layers()" in src and "get_num_layers(" not in src
+    from tests.semantics import test_drafter_quantized_lm_head as llama_head
+
+    starts: list[int] = []
+
+    class RecordingLlamaModel(llama_head.StubLlamaModel):
+        def __init__(self, *, vllm_config: object, prefix: str, start_layer_id: int) -> None:
+            super().__init__(vllm_config=vllm_config, prefix=prefix, start_layer_id=start_layer_id)
+            starts.append(start_layer_id)
+
+    make_model(4)  # the single-process distributed state the head's lm_head needs
+    monkeypatch.setattr(llama_eagle3, "LlamaModel", RecordingLlamaModel)
+    monkeypatch.setattr(llama_eagle3, "get_draft_quant_config", lambda vllm_config: None)
+    vc = llama_head._head_vllm_config()  # 4 target layers in all
+    vc.model_config.get_num_layers = lambda parallel_config: 2  # this stage's slice: 2 and 3
+    head = llama_head._build(llama_eagle3, vc)
+    assert starts == [4], "the head's first layer id must follow every target layer"
+    assert head.config.target_layer_count == 4
