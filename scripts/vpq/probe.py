@@ -187,18 +187,21 @@ def _selects(selector: str, node: str) -> bool:
     return node == selector or node.startswith((selector + "[", selector + "::"))
 
 
+def selects(probe: Probe, node: str) -> bool:
+    """Whether ``probe`` picks the test ``node``: one of its selectors does
+    and none of its excludes."""
+    return any(_selects(s, node) for s in probe.tests) and not any(
+        _selects(s, node) for s in probe.exclude
+    )
+
+
 def verdict(probe: Probe, outcomes: dict[str, str]) -> tuple[bool, str]:
     """``(absorbed, what the probe saw)`` from one run's outcomes (node id ->
     passed | failed | skipped | error). Absorbed only when the probe selected
     at least one test and every selected test passed; a selected test that
     skipped is reported as ``NOT_PROBING`` (``vpq.rebase.probe_flags`` flags
     it)."""
-    picked = {
-        n: o
-        for n, o in outcomes.items()
-        if any(_selects(s, n) for s in probe.tests)
-        and not any(_selects(s, n) for s in probe.exclude)
-    }
+    picked = {n: o for n, o in outcomes.items() if selects(probe, n)}
     broken = sorted(n for n, o in outcomes.items() if o == "error" and "::" not in n)
     for node in broken:  # a file that did not collect
         if any(s.startswith(node + "::") or s == node for s in probe.tests):
