@@ -11,6 +11,7 @@ import pytest
 from vpq import fixture
 
 from tests.gpu import test_eagle3_engine as gt
+from tests.gpu import test_eagle3_serving_fixes as sf
 from tests.gpu.conftest import FIXTURE_IMAGE_TOKENS, NUM_SPECULATIVE_TOKENS, PROMPTS, Checkpoints
 
 K = NUM_SPECULATIVE_TOKENS
@@ -193,3 +194,51 @@ def test_report_table_for_real_checkpoints(results, checkpoints) -> None:
     assert report[2].split() == ["without", "EAGLE-3", "-", "200", "4.0", "50.0"]
     # 1 + 80 accepted / 180 drafts
     assert report[3].split() == ["EAGLE-3,", f"k={K}", "1.44", "200", "2.0", "100.0"]
+
+
+# --- data parallel at max_model_len (tests/gpu/test_eagle3_serving_fixes.py) ---
+
+MAX_MODEL_LEN = 1024
+
+
+def _rank0(prompt_len: int, generated: int, finish: str = "length") -> dict:
+    """Rank 0's output, shaped as engine_probe.py records it."""
+    return {
+        "token_ids": [7] * generated,
+        "text": "x",
+        "finish_reason": finish,
+        "prompt_len": prompt_len,
+        "media_tokens": 0,
+    }
+
+
+def test_the_dp_prompt_is_sized_in_the_fixture_tokenizers_tokens(checkpoints) -> None:
+    """The fixture's tokenizer splits the words into several tokens each (a
+    prompt of N words is not N tokens); the prompt is sized in tokens, so it
+    sits exactly ``DP_ROOM`` below ``max_model_len``."""
+    unit = sf.token_ids(checkpoints.target, sf.DP_PROMPT_TEXT)
+    assert len(unit) > len(sf.DP_PROMPT_TEXT.split())
+    ids = sf.prompt_below_max_model_len(checkpoints.target, MAX_MODEL_LEN, sf.DP_ROOM)
+    assert len(ids) == MAX_MODEL_LEN - sf.DP_ROOM
+    assert ids[: len(unit)] == unit
+    assert sf.DP_ROOM < sf.DP_MAX_TOKENS  # max_model_len comes first
+
+
+def test_a_request_stopped_by_max_model_len_passes() -> None:
+    out = _rank0(MAX_MODEL_LEN - sf.DP_ROOM, sf.DP_ROOM)
+    sf.assert_finished_at_max_model_len(out, MAX_MODEL_LEN, sf.DP_MAX_TOKENS)
+
+
+@pytest.mark.parametrize(
+    "out",
+    [
+        _rank0(100, sf.DP_MAX_TOKENS),  # a short prompt: max_tokens stopped it
+        _rank0(MAX_MODEL_LEN - sf.DP_ROOM, sf.DP_ROOM, "stop"),
+        _rank0(MAX_MODEL_LEN - sf.DP_ROOM, sf.DP_ROOM - 3),  # stopped short of the limit
+        _rank0(MAX_MODEL_LEN - sf.DP_ROOM, sf.DP_ROOM + 2),  # ran past max_model_len
+    ],
+    ids=["by-max-tokens", "by-stop", "short", "past-the-limit"],
+)
+def test_a_request_not_stopped_by_max_model_len_fails(out) -> None:
+    with pytest.raises(AssertionError):
+        sf.assert_finished_at_max_model_len(out, MAX_MODEL_LEN, sf.DP_MAX_TOKENS)
