@@ -11,6 +11,7 @@ import pytest
 from vpq import fixture
 
 from tests.gpu import test_eagle3_engine as gt
+from tests.gpu import test_eagle3_heads as ht
 from tests.gpu import test_eagle3_serving_fixes as sf
 from tests.gpu.conftest import FIXTURE_IMAGE_TOKENS, NUM_SPECULATIVE_TOKENS, PROMPTS, Checkpoints
 
@@ -242,3 +243,66 @@ def test_a_request_stopped_by_max_model_len_passes() -> None:
 def test_a_request_not_stopped_by_max_model_len_fails(out) -> None:
     with pytest.raises(AssertionError):
         sf.assert_finished_at_max_model_len(out, MAX_MODEL_LEN, sf.DP_MAX_TOKENS)
+
+
+# --- the fixture's other heads (tests/gpu/test_eagle3_heads.py) ---------------
+
+
+@pytest.fixture
+def head_configs(tmp_path: Path) -> dict[str, dict]:
+    import json
+
+    heads = fixture.write_fixture_heads(tmp_path / "heads")
+    return {p.name: json.loads((p / "config.json").read_text()) for p in heads}
+
+
+def _head_engine(cfgs: dict[str, dict], tp: int = 1):  # type: ignore[no-untyped-def]
+    """``head_engine(tp, name)`` over results shaped like engine_probe.py's,
+    for a run that serves each head right."""
+    runs = {}
+    for name, cfg in cfgs.items():
+        r = _result(tp, True)
+        r["engine"]["speculative"]["draft_architectures"] = cfg["architectures"]
+        for w in r["engine"]["workers"]:
+            w["aux_layers"] = ht.head_ids(cfg)
+        runs[name] = r | {"head_config": cfg}
+    return lambda tp, name: runs[name]
+
+
+def test_the_gpu_heads_are_written_where_the_fixture_says(head_configs) -> None:
+    """A CPU check (it sat behind the GPU skip): the heads the GPU tests run."""
+    assert list(head_configs) == ht.HEADS
+    assert ht.head_ids(head_configs["eagle3.1-tiny"]) == list(fixture.AUX_LAYER_IDS)
+
+
+@pytest.mark.parametrize("name", ht.HEADS)
+def test_a_correct_head_run_passes(results, checkpoints, head_configs, name) -> None:
+    head_engine = _head_engine(head_configs)
+    ht.test_engine_starts_with_the_head(head_engine, name, 1, 1)
+    ht.test_live_aux_layers_are_the_heads_own_ids(head_engine, name, 1, 1)
+    ht.test_greedy_outputs_match_without_speculation_with_the_head(
+        head_engine, _engine(results), name, 1, 1
+    )
+
+
+@pytest.mark.parametrize("name", ht.HEADS)
+def test_a_head_run_on_the_default_layers_or_another_head_fails(head_configs, name) -> None:
+    run = _head_engine(head_configs)(1, name)
+    for w in run["engine"]["workers"]:
+        w["aux_layers"] = w["default_aux_layers"]
+    with pytest.raises(AssertionError):
+        ht.test_live_aux_layers_are_the_heads_own_ids(lambda tp, n: run, name, 1, 1)
+    run["engine"]["speculative"]["draft_architectures"] = ["LlamaForCausalLMEagle3"]
+    if head_configs[name]["architectures"] != ["LlamaForCausalLMEagle3"]:
+        with pytest.raises(AssertionError):
+            ht.test_engine_starts_with_the_head(lambda tp, n: run, name, 1, 1)
+
+
+def test_a_head_run_whose_outputs_diverge_fails(results, head_configs) -> None:
+    run = _head_engine(head_configs)(1, ht.HEADS[0])
+    for o in run["batches"]["greedy"]["outputs"]:
+        o["token_ids"] = [t + 1 for t in o["token_ids"]]
+    with pytest.raises(AssertionError):
+        ht.test_greedy_outputs_match_without_speculation_with_the_head(
+            lambda tp, n: run, _engine(results), ht.HEADS[0], 1, 1
+        )
