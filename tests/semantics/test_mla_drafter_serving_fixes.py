@@ -103,6 +103,11 @@ class StubEagle3Model(nn.Module):
         self.fc_norm = None
 
 
+@unpatched.fails_unpatched_with(
+    raises="ValueError",
+    match="no module or parameter named 'lm_head.qweight'",
+    reason="the error the patch fixes: the MLA head builds a plain lm_head without qweight",
+)
 def test_quantized_lm_head_checkpoint_maps_onto_the_mla_drafters_head(
     ours, tmp_path, distributed, monkeypatch
 ) -> None:
