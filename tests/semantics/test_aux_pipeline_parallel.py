@@ -243,10 +243,7 @@ def test_config_refuses_eagle3_over_pipeline_parallel_only_where_aux_cannot_trav
     # DeepSeek targets carry the states; a head that reads no aux states,
     # or a single stage, needs nothing carried.
     target = str(stubs.write_text_config(tmp_path / "ds", N))
-    assert (
-        _spec(target, _drafter(tmp_path / "d"), pp=2).target_parallel_config.pipeline_parallel_size
-        == 2
-    )
+    _spec(target, _drafter(tmp_path / "d"), pp=2)  # accepted: no refusal raised
     _spec(
         _llama_target(tmp_path / "llama"),
         _drafter(tmp_path / "d2", {"use_aux_hidden_state": False}),

@@ -45,4 +45,7 @@ def test_speculative_config_accepts_eagle3_on_the_target(tmp_path: Path, kind: s
         model=str(head),
         num_speculative_tokens=2,
     )
-    assert sc.method == "eagle3"
+    # Accepted as EAGLE-3 with the head as its drafter: not refused, and not
+    # rewritten (a deepseek_v3-typed drafter would become MTP).
+    assert (sc.method, sc.draft_model_config.model) == ("eagle3", str(head))
+    assert sc.draft_model_config.hf_config.architectures == ["LlamaForCausalLMEagle3"]
