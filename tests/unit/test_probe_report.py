@@ -8,7 +8,7 @@ from pathlib import Path
 
 from vpq import probe
 
-SUITE = '''
+SUITE = """
 import pytest
 
 unknown = pytest.mark.fails_unpatched_with
@@ -64,7 +64,7 @@ def broken():
 @unknown(raises="ImportError", match="deepseek_eagle3", reason="the module is the series'")
 def test_a_fixture_error_is_recorded_too(broken):
     pass
-'''
+"""
 
 
 def test_each_failure_is_recorded_with_its_kind_exception_and_reason(tmp_path: Path) -> None:
