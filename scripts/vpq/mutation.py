@@ -21,6 +21,7 @@ each on two cores.
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -130,8 +131,10 @@ def check(root: Path, names: list[str] | None = None) -> list[Verdict]:
         tree.export_tree(prep.repo, queue.PATCHED_BRANCH, whole)
         files = _files([p for p in chosen if p.tests])
         baseline = probe.run_report(python, root, files, whole) if files else probe.Report({}, {})
-        for p in chosen:
+        for i, p in enumerate(chosen, 1):
             verdicts.append(_one(root, prep.repo, python, p, by_name[p.patch].path, baseline))
+            v = verdicts[-1]
+            print(f"[{i}/{len(chosen)}] {v.patch}: {v.status} ({v.detail})", file=sys.stderr)
     return verdicts
 
 
