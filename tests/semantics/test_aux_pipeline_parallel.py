@@ -92,6 +92,7 @@ def test_kimi_k25_wrapper_last_stage_aux_equals_the_oracle_over_three_stages(
     lm = make_model(N)
     (_, aux), _ = run_pipeline(lm, pp_rank, SPLITS[3], (2, 4, 5), outer=_wrapper(lm))
     streams = stubs.oracle_streams(IDS, N)
+    assert len(aux) == 3, f"{len(aux)} aux states reached the last stage, not 3"
     for got, layer in zip(aux, (2, 4, 5), strict=True):
         torch.testing.assert_close(got, streams[layer], rtol=0, atol=0)
 

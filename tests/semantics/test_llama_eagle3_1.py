@@ -35,7 +35,15 @@ from tests.semantics.test_mla_drafter import (
     rms,
 )
 
-pytestmark = [unpatched.EAGLE3_GATE]
+pytestmark = [
+    unpatched.EAGLE3_GATE,
+    unpatched.fails_unpatched_with(
+        raises="KeyError",
+        match="fc_norm",
+        reason="the error the patch fixes: without it the head's load_weights has no "
+        "fc_norm parameter for the checkpoint's fc_norm.{i}.weight",
+    ),
+]
 
 H = stubs.HIDDEN
 VOCAB = 128  # the target's (stubs.write_text_config)
