@@ -3,8 +3,11 @@ tests its probe names (``probes.toml``); every patch must make at least one
 of them fail on an assertion.
 
 A mutant is the patched tree (``build/work``'s ``patched`` branch) with one
-patch reverse-applied (``git apply -R``: atomic, no fuzz), exported outside
-any repository and imported from the pinned release's CPU deps venv, the
+patch reverse-applied (``git apply -R``: atomic, no fuzz), or, where later
+patches rewrote its lines so that it does not reverse-apply, the series
+cherry-picked onto upstream without it and without the later patches that
+no longer apply (named in the verdict: a failure there may be theirs),
+exported outside any repository and imported from the pinned release's CPU deps venv, the
 way ``vpq.rebase`` runs probes on an unpatched release. How each test
 failed comes from ``vpq.probe_report``: a patch is *caught* when one of its
 tests fails on its own check (an assertion) or on the error its
@@ -23,7 +26,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from vpq import build, contract_check, probe, queue, tree
@@ -78,6 +81,27 @@ def mutant(repo: Path, patch: Path, dest: Path) -> str | None:
     return proc.stderr.decode(errors="replace").strip().splitlines()[0]
 
 
+def series_without(repo: Path, base: str, commits: list[str], skip: str, dest: Path) -> list[str]:
+    """Export to ``dest`` the tree of ``base`` plus ``commits`` (the series'
+    patch commits, in order) without ``skip``, each cherry-picked in a
+    temporary worktree; a later commit that no longer applies without it is
+    left out too. Returns the commits so left out."""
+    wt = dest.parent / "worktree"
+    g.git(["worktree", "add", "-q", "--detach", str(wt), base], repo)
+    dropped = []
+    try:
+        for commit in commits:
+            if commit == skip:
+                continue
+            if g.git(["cherry-pick", "--allow-empty", commit], wt, check=False).returncode:
+                g.git(["cherry-pick", "--abort"], wt, check=False)
+                dropped.append(commit)
+        tree.export_tree(repo, g.out(["rev-parse", "HEAD"], wt), dest)
+    finally:
+        g.git(["worktree", "remove", "--force", str(wt)], repo, check=False)
+    return dropped
+
+
 def judge(p: probe.Probe, baseline: probe.Report, report: probe.Report) -> Verdict:
     """The verdict for probe ``p``'s patch from the whole series' run
     (``baseline``) and the mutant's (``report``)."""
@@ -125,6 +149,8 @@ def check(root: Path, names: list[str] | None = None) -> list[Verdict]:
     probes = probe.load(root)
     chosen = [probes[n] for n in (names or list(by_name)) if n in probes]
     python = contract_check.deps_python(prep.repo, prep.upstream_ref)
+    commits = queue.commits_since(prep.repo, prep.upstream_ref, queue.PATCHED_BRANCH)
+    series = Series(prep.repo, prep.upstream_ref, dict(zip(by_name, commits, strict=True)))
     verdicts = []
     with tempfile.TemporaryDirectory(prefix="vpq-mutation-") as tmp:
         whole = Path(tmp) / "whole"
@@ -132,26 +158,40 @@ def check(root: Path, names: list[str] | None = None) -> list[Verdict]:
         files = _files([p for p in chosen if p.tests])
         baseline = probe.run_report(python, root, files, whole) if files else probe.Report({}, {})
         for i, p in enumerate(chosen, 1):
-            verdicts.append(_one(root, prep.repo, python, p, by_name[p.patch].path, baseline))
+            verdicts.append(_one(root, series, python, p, by_name[p.patch].path, baseline))
             v = verdicts[-1]
             print(f"[{i}/{len(chosen)}] {v.patch}: {v.status} ({v.detail})", file=sys.stderr)
     return verdicts
 
 
+@dataclass(frozen=True)
+class Series:
+    """The applied series: its repository, upstream ref and patch -> commit."""
+
+    repo: Path
+    base: str
+    commits: dict[str, str]
+
+
 def _one(
-    root: Path, repo: Path, python: Path, p: probe.Probe, patch: Path, baseline: probe.Report
+    root: Path, series: Series, python: Path, p: probe.Probe, patch: Path, baseline: probe.Report
 ) -> Verdict:
     """One mutant: the series without ``patch``, judged by probe ``p``."""
     if not p.tests:
         why = f"covered by {p.covered_by}" if p.covered_by else "contract items only"
         return Verdict(p.patch, NO_TESTS, why, {})
+    note = ""
     with tempfile.TemporaryDirectory(prefix="vpq-mutant-") as tmp:
         src = Path(tmp) / "src"
-        complaint = mutant(repo, patch, src)
-        if complaint:
-            return Verdict(p.patch, NOT_REVERTED, complaint, {})
+        if mutant(series.repo, patch, src):
+            order = list(series.commits.values())
+            dropped = series_without(series.repo, series.base, order, series.commits[p.patch], src)
+            names = [n for n, c in series.commits.items() if c in dropped]
+            note = f"{NOT_REVERTED}; series without it and {len(names)} later patches"
+            note += f" that no longer apply ({', '.join(names)})" if names else ""
         report = probe.run_report(python, root, _files([p]), src)
-    return judge(p, baseline, report)
+    v = judge(p, baseline, report)
+    return replace(v, detail=f"{note}: {v.detail}") if note else v
 
 
 def render(verdicts: list[Verdict]) -> str:
