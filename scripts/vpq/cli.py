@@ -19,6 +19,7 @@ from vpq import (
     contract_check,
     fetch,
     lock,
+    mutation,
     probe,
     publish,
     queue,
@@ -93,6 +94,17 @@ def cmd_contract(ns: argparse.Namespace) -> int:
     """``vpq contract``: the EAGLE-3 contract table for the series (or ``--upstream``)."""
     what = "unpatched upstream" if ns.upstream else "the patched wheel"
     return _report_contract(contract_check.for_checkout(_root(ns), upstream=ns.upstream), what)
+
+
+def cmd_mutation(ns: argparse.Namespace) -> int:
+    """``vpq mutation``: take each patch (or those named) out of the series in
+    turn and run its probe's tests; exit 1 when one makes none fail on an
+    assertion."""
+    root = _root(ns)
+    verdicts = mutation.check(root, ns.patches or None)
+    print(mutation.render(verdicts))
+    print(f"written: {mutation.write(root, verdicts)}")
+    return 0 if all(v.status == mutation.CAUGHT for v in verdicts) else 1
 
 
 def cmd_apply(ns: argparse.Namespace) -> int:
@@ -372,6 +384,13 @@ def _add_checks(sub: argparse._SubParsersAction, locking: argparse.ArgumentParse
         help="check unpatched upstream instead (shows the gaps the series fixes)",
     )
     k.set_defaults(func=cmd_contract)
+    m = sub.add_parser(
+        "mutation",
+        parents=[locking],
+        help="take each patch out in turn and run its probe's tests (nox -s mutation)",
+    )
+    m.add_argument("patches", nargs="*", help="patch names as in series (default: all)")
+    m.set_defaults(func=cmd_mutation)
     import verify_install
 
     p = sub.add_parser(
@@ -452,7 +471,7 @@ def parser() -> argparse.ArgumentParser:
 
 #: Commands that write build/work, dist/ or the inputs: they hold the
 #: work-tree lock (``vpq.worklock``) for their whole run.
-WRITERS = ("build", "apply", "export", "rebase", "contract", "publish")
+WRITERS = ("build", "apply", "export", "rebase", "contract", "publish", "mutation")
 
 
 def _run(ns: argparse.Namespace) -> int:

@@ -52,6 +52,8 @@ COVERED_BY = ("contract",)
 #: The gates that let tests/semantics and tests/parsers be collected.
 SUITE_ENV = {"VPQ_SEMANTICS": "1", "VPQ_PARSERS": "1", "VLLM_LOGGING_LEVEL": "ERROR"}
 PROBE_TIMEOUT_S = 1800
+#: What a verdict says when some of its tests skipped: they test nothing there.
+NOT_PROBING = "not probing"
 _PLUGIN = "vpq.probe_report"
 _TOOL_DIR = Path(__file__).resolve().parents[1]  # the directory holding vpq/
 
@@ -186,16 +188,21 @@ def _selects(selector: str, node: str) -> bool:
     return node == selector or node.startswith((selector + "[", selector + "::"))
 
 
+def selects(probe: Probe, node: str) -> bool:
+    """Whether ``probe`` picks the test ``node``: one of its selectors does
+    and none of its excludes."""
+    return any(_selects(s, node) for s in probe.tests) and not any(
+        _selects(s, node) for s in probe.exclude
+    )
+
+
 def verdict(probe: Probe, outcomes: dict[str, str]) -> tuple[bool, str]:
     """``(absorbed, what the probe saw)`` from one run's outcomes (node id ->
     passed | failed | skipped | error). Absorbed only when the probe selected
-    at least one test and every selected test passed."""
-    picked = {
-        n: o
-        for n, o in outcomes.items()
-        if any(_selects(s, n) for s in probe.tests)
-        and not any(_selects(s, n) for s in probe.exclude)
-    }
+    at least one test and every selected test passed; a selected test that
+    skipped is reported as ``NOT_PROBING`` (``vpq.rebase.probe_flags`` flags
+    it)."""
+    picked = {n: o for n, o in outcomes.items() if selects(probe, n)}
     broken = sorted(n for n, o in outcomes.items() if o == "error" and "::" not in n)
     for node in broken:  # a file that did not collect
         if any(s.startswith(node + "::") or s == node for s in probe.tests):
@@ -205,7 +212,11 @@ def verdict(probe: Probe, outcomes: dict[str, str]) -> tuple[bool, str]:
     bad = sorted(n for n, o in picked.items() if o != "passed")
     if not bad:
         return True, f"probe: {len(picked)} of {len(picked)} passed"
-    return False, f"probe: {len(bad)} of {len(picked)} not passed (first: {bad[0]})"
+    skipped = sorted(n for n, o in picked.items() if o == "skipped")
+    text = f"probe: {len(bad)} of {len(picked)} not passed (first: {bad[0]})"
+    if skipped:  # a skip decides nothing: the probe does not probe there
+        text += f"; {NOT_PROBING}: {len(skipped)} skipped (first: {skipped[0]})"
+    return False, text
 
 
 def contract_verdict(probe: Probe, table: Table) -> tuple[bool, str]:
@@ -226,6 +237,15 @@ def _combine(*verdicts: tuple[bool, str]) -> tuple[bool, str]:
     return all(ok for ok, _ in verdicts), "; ".join(text for _, text in verdicts)
 
 
+@dataclass(frozen=True)
+class Report:
+    """One pytest run's report: node id -> outcome, and node id -> how it
+    failed (``vpq.probe_report.describe``: kind, exception, reason)."""
+
+    outcomes: dict[str, str]
+    failures: dict[str, dict[str, str]]
+
+
 def run(python: Path, root: Path, files: list[str], sys_path: Path | None) -> dict[str, str]:
     """Run the test ``files`` (paths relative to ``root``) with ``python``,
     vLLM importing from ``sys_path`` when given; return node id -> outcome.
@@ -233,13 +253,31 @@ def run(python: Path, root: Path, files: list[str], sys_path: Path | None) -> di
     Raises:
         ProbeError: pytest did not report (it crashed or timed out).
     """
+    return run_report(python, root, files, sys_path).outcomes
+
+
+def run_report(
+    python: Path,
+    root: Path,
+    files: list[str],
+    sys_path: Path | None,
+    env: dict[str, str] | None = None,
+) -> Report:
+    """``run``, with how each test failed; ``env`` is added to the
+    environment (after ``SUITE_ENV``).
+
+    Raises:
+        ProbeError: pytest did not report (it crashed or timed out).
+    """
     with tempfile.TemporaryDirectory(prefix="vpq-probe-") as tmp:
-        report = Path(tmp) / "outcomes.json"
+        report, failures = Path(tmp) / "outcomes.json", Path(tmp) / "failures.json"
         path = [str(sys_path)] if sys_path else []
-        env = {
+        full_env = {
             **os.environ,
             **SUITE_ENV,
+            **(env or {}),
             "VPQ_PROBE_REPORT": str(report),
+            "VPQ_PROBE_FAILURES": str(failures),
             "PYTHONPATH": os.pathsep.join(path + [str(_TOOL_DIR)]),
         }
         cmd = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", _PLUGIN]
@@ -248,14 +286,14 @@ def run(python: Path, root: Path, files: list[str], sys_path: Path | None) -> di
             with progress.step(f"running the probes ({len(files)} test files) with {python}"):
                 proc = subprocess.run(
                     cmd + ["--rootdir", str(root), *files],
-                    cwd=root, env=env, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+                    cwd=root, env=full_env, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
                 )  # fmt: skip
         except subprocess.TimeoutExpired:
             raise ProbeError(f"the probes under {python} ran past {PROBE_TIMEOUT_S} s") from None
         if not report.is_file():
             tail = (proc.stdout[-1500:] + proc.stderr[-1500:]).strip().replace("\n", " | ")
             raise ProbeError(f"the probes under {python} did not report: {tail}")
-        return json.loads(report.read_text())
+        return Report(json.loads(report.read_text()), json.loads(failures.read_text()))
 
 
 def run_all(

@@ -743,11 +743,11 @@ def header_flags(rows: list[dict[str, object]]) -> list[str]:
 
 
 def probe_flags(rows: list[dict[str, object]]) -> list[str]:
-    """One sentence per patch absorbed by its text (``empty``,
-    ``reverse-applies``) at a release where its probe did not pass: the
-    probe no longer exercises the behaviour there (its stand-ins or imports
-    drifted, or it skips on CPU there), so it would not catch that behaviour
-    going missing."""
+    """One sentence per patch whose probe does not probe at some release:
+    absorbed by its text (``empty``, ``reverse-applies``) where its probe did
+    not pass (its stand-ins or imports drifted), or with a selected test that
+    skipped there (``vpq.probe.NOT_PROBING``: a skip decides nothing). Either
+    way the probe would not catch that behaviour going missing."""
     flags = []
     for row in rows:
         cells: dict[str, dict[str, object]] = row["cells"]  # type: ignore[assignment]
@@ -757,6 +757,12 @@ def probe_flags(rows: list[dict[str, object]]) -> list[str]:
                 flags.append(
                     f"patches/{row['patch']} is absorbed at {v} by its text ({c['signal']}), "
                     f"but its probe did not pass there ({c['probe']}): fix the probe"
+                )
+                break
+            if probe.NOT_PROBING in str(c["probe"]):
+                flags.append(
+                    f"patches/{row['patch']}: its probe is {probe.NOT_PROBING} at {v} "
+                    f"({c['probe']}): make it run there"
                 )
                 break
     return flags
@@ -800,7 +806,7 @@ def render_flags(table: dict[str, object]) -> str:
         lines += ["Headers the releases contradict:"] + [f"- {f}" for f in flags]
     stale: list[str] = table.get("probe_flags", [])  # type: ignore[assignment]
     if stale:
-        lines += [""] * bool(lines) + ["Probes the text contradicts:"] + [f"- {f}" for f in stale]
+        lines += [""] * bool(lines) + ["Probes that do not probe:"] + [f"- {f}" for f in stale]
     unmet: list[str] = table.get("stale_resolutions", [])  # type: ignore[assignment]
     if unmet:
         lines += [""] * bool(lines) + ["Recorded resolutions no checked release met:"]

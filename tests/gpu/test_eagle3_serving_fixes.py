@@ -40,6 +40,48 @@ SMALL_BATCHED_TOKENS = FIXTURE_IMAGE_TOKENS + 16
 NUM_IMAGE_REQUESTS = 12
 #: Bounded wait for the data-parallel run: a hang is killed and fails.
 DP_TIMEOUT_S = 600
+#: Rank 0's request: its prompt leaves this many tokens below
+#: ``max_model_len``, and it may generate up to ``DP_MAX_TOKENS``, more than
+#: that room: it finishes by reaching ``max_model_len``, not ``max_tokens``.
+DP_ROOM = 16
+DP_MAX_TOKENS = 64
+#: The text rank 0's prompt repeats, tokenized by the checkpoint's tokenizer.
+DP_PROMPT_TEXT = "hello world, "
+
+
+def token_ids(model_dir: Path, text: str) -> list[int]:
+    """``text`` tokenized by ``model_dir``'s tokenizer, without special
+    tokens: its ``tokenizer.json`` (the fixture's, a ``tokenizers`` BPE) or,
+    for real checkpoints without one, ``transformers``' (remote code)."""
+    path = model_dir / "tokenizer.json"
+    if path.is_file():
+        from tokenizers import Tokenizer
+
+        return list(Tokenizer.from_file(str(path)).encode(text, add_special_tokens=False).ids)
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=True)
+    return list(tok.encode(text, add_special_tokens=False))
+
+
+def prompt_below_max_model_len(model_dir: Path, max_model_len: int, room: int) -> list[int]:
+    """A prompt of exactly ``max_model_len - room`` token ids: the tokens of
+    ``DP_PROMPT_TEXT``, repeated and cut to length (sized in tokens, so it
+    reaches ``max_model_len`` by construction whatever the tokenizer)."""
+    unit = token_ids(model_dir, DP_PROMPT_TEXT)
+    n = max_model_len - room
+    return (unit * (n // len(unit) + 1))[:n]
+
+
+def assert_finished_at_max_model_len(out: dict, max_model_len: int, max_tokens: int) -> None:
+    """Rank 0's output (``engine_probe.py``'s shape) stopped because the
+    sequence reached ``max_model_len``: ``finish_reason`` ``length`` with
+    fewer tokens than ``max_tokens`` (so ``max_tokens`` did not stop it), and
+    prompt plus output exactly ``max_model_len``."""
+    n = len(out["token_ids"])
+    assert out["finish_reason"] == "length", out["finish_reason"]
+    assert n < max_tokens, f"{n} tokens: max_tokens={max_tokens} stopped it, not max_model_len"
+    assert out["prompt_len"] + n == max_model_len, (out["prompt_len"], n, max_model_len)
 
 
 def need_gpus(n: int) -> None:
@@ -64,18 +106,17 @@ def test_data_parallel_2_with_a_request_at_max_model_len_does_not_hang(
     need_gpus(2)
     base = engine_spec(checkpoints, 1, eagle3=True)
     max_model_len = base["max_model_len"]
-    long_prompt = " ".join(["hello"] * (max_model_len - 40))
+    long_prompt = prompt_below_max_model_len(checkpoints.target, max_model_len, DP_ROOM)
     port = _free_port()
     procs = []
     for rank in (0, 1):
         spec = dict(base)
-        prompts = [long_prompt] if rank == 0 else PROMPTS
         spec["batches"] = [
             {
                 "name": "dp",
-                "kind": "text",
-                "prompts": prompts,
-                "max_tokens": 64 if rank == 0 else 200,
+                "kind": "tokens" if rank == 0 else "text",
+                "prompts": [long_prompt] if rank == 0 else PROMPTS,
+                "max_tokens": DP_MAX_TOKENS if rank == 0 else 200,
                 "ignore_eos": True,
             }
         ]
@@ -126,4 +167,5 @@ def test_data_parallel_2_with_a_request_at_max_model_len_does_not_hang(
         result = ok(json.loads(result_file.read_text()))
         (out, *_) = result["batches"]["dp"]["outputs"]
         if workdir.name == "rank0":
-            assert out["finish_reason"] == "length", out["finish_reason"]
+            assert out["prompt_len"] == len(long_prompt)
+            assert_finished_at_max_model_len(out, max_model_len, DP_MAX_TOKENS)

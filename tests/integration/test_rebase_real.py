@@ -233,6 +233,8 @@ def test_check_with_probes_agrees_with_every_patch_header(full_root: Path) -> No
     assert proc.returncode == 0, proc.stdout + proc.stderr
     table = json.loads((full_root / "build/rebase/staircase.json").read_text())
     assert table["errors"] == {} and table["flags"] == [], proc.stdout
+    # a probe that stops probing (text-absorbed where it fails, or a skip) is a failure too
+    assert table["probe_flags"] == [], proc.stdout
     assert table["releases"] == list(CHECKED)
     for release in CHECKED:
         cells = {row["patch"]: row["cells"][release] for row in table["patches"]}

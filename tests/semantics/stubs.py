@@ -148,8 +148,11 @@ def cpu_awq_config(group_size: int) -> object:
     """A 4-bit AWQ config with a quantized ``lm_head`` whose layers build on
     CPU: ``CPUAWQConfig`` (``quantization/cpu_wna16.py``, 0.17.1 to 0.22.x)
     or ``AutoAWQConfig`` (``auto_awq.py``, 0.24.0 on), which picks the CPU
-    WNA16 kernel itself. Skips the test on a release with neither (0.23.0:
-    its only lm_head-capable AWQ config, ``awq_marlin.py``, needs CUDA)."""
+    WNA16 kernel itself; on 0.23.0, which has neither (its lm_head-capable
+    ``awq_marlin.py`` needs CUDA), Intel Neural Compressor's ``INCConfig``
+    with the AutoAWQ packing and ``lm_head`` named in its ``extra_config``:
+    off CUDA it builds the plain ``AWQLinearMethod`` (``qweight``,
+    ``qzeros``, ``scales``). Skips the test on a release with none of them."""
     import importlib
 
     import pytest
@@ -161,4 +164,18 @@ def cpu_awq_config(group_size: int) -> object:
         except ImportError:
             continue
         return getattr(m, name).from_config(cfg)
+    try:
+        inc = importlib.import_module("vllm.model_executor.layers.quantization.inc")
+    except ImportError:
+        inc = None
+    if inc is not None:
+        return inc.INCConfig.from_config(
+            {
+                "bits": 4,
+                "group_size": group_size,
+                "sym": False,  # AWQ's zero point
+                "packing_format": "auto_round:auto_awq",
+                "extra_config": {"lm_head": {"bits": 4}},
+            }
+        )
     pytest.skip("this vLLM has no AWQ config that quantizes an lm_head on CPU")

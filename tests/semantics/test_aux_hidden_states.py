@@ -17,7 +17,9 @@ from vllm.model_executor.models.interfaces import SupportsEagle3, supports_eagle
 from vllm.model_executor.models.kimi_k25 import KimiK25ForConditionalGeneration
 from vllm.sequence import IntermediateTensors
 
-from tests.semantics import stubs
+from tests.semantics import stubs, unpatched
+
+pytestmark = [unpatched.AUX_INTERFACE]
 
 IDS = torch.tensor([3, 1, 4, 1, 5])
 POS = torch.arange(5)

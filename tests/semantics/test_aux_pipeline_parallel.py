@@ -29,8 +29,10 @@ import pytest
 import torch
 from vllm.sequence import IntermediateTensors
 
-from tests.semantics import stubs
+from tests.semantics import stubs, unpatched
 from tests.semantics.test_aux_hidden_states import _wrapper
+
+pytestmark = [unpatched.AUX_INTERFACE]
 
 IDS = torch.tensor([3, 1, 4, 1, 5])
 POS = torch.arange(5)
@@ -90,6 +92,7 @@ def test_kimi_k25_wrapper_last_stage_aux_equals_the_oracle_over_three_stages(
     lm = make_model(N)
     (_, aux), _ = run_pipeline(lm, pp_rank, SPLITS[3], (2, 4, 5), outer=_wrapper(lm))
     streams = stubs.oracle_streams(IDS, N)
+    assert len(aux) == 3, f"{len(aux)} aux states reached the last stage, not 3"
     for got, layer in zip(aux, (2, 4, 5), strict=True):
         torch.testing.assert_close(got, streams[layer], rtol=0, atol=0)
 
@@ -133,6 +136,11 @@ def test_receive_buffer_has_a_key_per_id_below_the_stage_start(make_model, pp_ra
     assert buf["aux_hidden_states_2"].dtype == torch.float32
 
 
+@unpatched.fails_unpatched_with(
+    raises="AttributeError",
+    match="_stage_forwards_eagle3_aux_states",
+    reason="the rule is a GPUModelRunner method the patch adds; the test asks it directly",
+)
 def test_runner_sets_aux_ids_on_stages_without_the_drafter() -> None:
     """``GPUModelRunner`` needs CUDA to construct, so the method runs on a
     stand-in ``self``; the rule is the drafter's own
@@ -216,6 +224,12 @@ def _spec(target: str, drafter: str, pp: int, **kw: object):  # type: ignore[no-
     )
 
 
+@unpatched.fails_unpatched_with(
+    raises="NotImplementedError",
+    match="Pipeline parallelism is not supported for this model",
+    reason="the behaviour the patch changes: 0.17.1 refuses every EAGLE-3 head under "
+    "pipeline parallel (the drafter is not SupportsPP), with a generic message",
+)
 def test_config_refuses_eagle3_over_pipeline_parallel_only_where_aux_cannot_travel(
     tmp_path,
 ) -> None:
@@ -230,10 +244,7 @@ def test_config_refuses_eagle3_over_pipeline_parallel_only_where_aux_cannot_trav
     # DeepSeek targets carry the states; a head that reads no aux states,
     # or a single stage, needs nothing carried.
     target = str(stubs.write_text_config(tmp_path / "ds", N))
-    assert (
-        _spec(target, _drafter(tmp_path / "d"), pp=2).target_parallel_config.pipeline_parallel_size
-        == 2
-    )
+    _spec(target, _drafter(tmp_path / "d"), pp=2)  # accepted: no refusal raised
     _spec(
         _llama_target(tmp_path / "llama"),
         _drafter(tmp_path / "d2", {"use_aux_hidden_state": False}),
@@ -244,14 +255,32 @@ def test_config_refuses_eagle3_over_pipeline_parallel_only_where_aux_cannot_trav
     )
 
 
-def test_drafter_layers_are_numbered_after_all_target_layers_on_the_last_stage() -> None:
+def test_drafter_layers_are_numbered_after_all_target_layers_on_the_last_stage(
+    make_model, monkeypatch
+) -> None:
     """Under pipeline parallelism the drafter is built on the last stage; its
     layer names must not repeat a target layer held there (0.17.1 used the
     per-stage count, so with 60 layers on two stages the head's layer was
-    ``model.layers.30``, the last stage's first target layer)."""
-    import inspect
-
+    ``model.layers.30``, the last stage's first target layer). The real
+    ``Eagle3LlamaForCausalLM.__init__`` runs on a 4-layer target whose last
+    stage holds layers 2 and 3; its ``LlamaModel`` (CUDA attention) is a
+    stand-in that records the ``start_layer_id`` it is given."""
     from vllm.model_executor.models import llama_eagle3
 
-    src = inspect.getsource(llama_eagle3.Eagle3LlamaForCausalLM.__init__)
-    assert "get_total_num_hidden_layers()" in src and "get_num_layers(" not in src
+    from tests.semantics import test_drafter_quantized_lm_head as llama_head
+
+    starts: list[int] = []
+
+    class RecordingLlamaModel(llama_head.StubLlamaModel):
+        def __init__(self, *, vllm_config: object, prefix: str, start_layer_id: int) -> None:
+            super().__init__(vllm_config=vllm_config, prefix=prefix, start_layer_id=start_layer_id)
+            starts.append(start_layer_id)
+
+    make_model(4)  # the single-process distributed state the head's lm_head needs
+    monkeypatch.setattr(llama_eagle3, "LlamaModel", RecordingLlamaModel)
+    monkeypatch.setattr(llama_eagle3, "get_draft_quant_config", lambda vllm_config: None)
+    vc = llama_head._head_vllm_config()  # 4 target layers in all
+    vc.model_config.get_num_layers = lambda parallel_config: 2  # this stage's slice: 2 and 3
+    head = llama_head._build(llama_eagle3, vc)
+    assert starts == [4], "the head's first layer id must follow every target layer"
+    assert head.config.target_layer_count == 4

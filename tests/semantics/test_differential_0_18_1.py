@@ -22,7 +22,9 @@ import torch
 from vllm.model_executor.models import deepseek_v2 as ds
 from vllm.sequence import IntermediateTensors
 
-from tests.semantics import stubs
+from tests.semantics import stubs, unpatched
+
+pytestmark = [unpatched.AUX_INTERFACE]
 
 IDS = torch.tensor([7, 2, 9])
 POS = torch.arange(3)

@@ -20,8 +20,15 @@ from types import SimpleNamespace
 import pytest
 from vllm.v1.attention.backends.registry import AttentionBackendEnum
 
-from tests.semantics import stubs
+from tests.semantics import stubs, unpatched
 from tests.semantics.test_aux_pipeline_parallel import _drafter, _spec
+
+pytestmark = unpatched.fails_unpatched_with(
+    raises="ValidationError",
+    match=r"attention_backend\s+Unexpected keyword argument",
+    reason="0.17.1's SpeculativeConfig has no attention_backend field: the patch adds it",
+    dependency=True,
+)
 
 
 def _config(tmp_path, **kw):  # type: ignore[no-untyped-def]
@@ -67,6 +74,7 @@ def _load_drafter_with_target_backend(tmp_path, monkeypatch, target_backend, **k
     return seen[0], vllm_config.attention_config.backend
 
 
+@unpatched.EAGLE3_GATE
 def test_drafter_does_not_inherit_a_pinned_mla_backend(tmp_path, monkeypatch) -> None:
     drafter, target = _load_drafter_with_target_backend(
         tmp_path, monkeypatch, AttentionBackendEnum.TRITON_MLA

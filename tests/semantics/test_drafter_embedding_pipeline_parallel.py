@@ -37,7 +37,7 @@ import pytest
 import torch
 from torch import nn
 
-from tests.semantics import stubs
+from tests.semantics import stubs, unpatched
 from tests.semantics.test_aux_pipeline_parallel import _drafter, _spec
 from tests.semantics.test_drafter_multimodal_inputs import LogRecorder, llama_eagle3_head
 
@@ -85,6 +85,7 @@ def proposer_for(drafter: nn.Module, monkeypatch, pp: int = 2):  # type: ignore[
     return proposer, log.warnings
 
 
+@unpatched.EAGLE3_GATE
 def test_last_stage_builds_and_loads_the_target_embedding_for_an_eagle_drafter(
     tmp_path, distributed, monkeypatch
 ) -> None:
@@ -104,6 +105,7 @@ def test_last_stage_builds_and_loads_the_target_embedding_for_an_eagle_drafter(
     assert isinstance(plain.model.embed_tokens, PPMissingLayer)
 
 
+@unpatched.EAGLE3_GATE
 def test_head_without_embed_tokens_drafts_from_the_last_stage_target_embedding(
     make_model, tmp_path, distributed, monkeypatch
 ) -> None:

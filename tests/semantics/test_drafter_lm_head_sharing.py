@@ -14,6 +14,8 @@ from types import SimpleNamespace
 
 import torch
 
+from tests.semantics import unpatched
+
 
 def _proposer(drafter_head: object) -> object:
     from vllm.v1.spec_decode.eagle import EagleProposer
@@ -25,6 +27,12 @@ def _proposer(drafter_head: object) -> object:
     return proposer
 
 
+@unpatched.fails_unpatched_with(
+    raises="AttributeError",
+    match="has no attribute 'weight'",
+    reason="the crash the patch fixes: 0.17.1 reads lm_head.weight of a quantized head",
+    dependency=False,
+)
 def test_quantized_drafter_head_is_kept_and_identical_plain_heads_are_shared() -> None:
     quantized = SimpleNamespace(qweight=torch.zeros(4, 2, dtype=torch.int32))
     # ``model``: the target's text model (later releases look for buffers there).

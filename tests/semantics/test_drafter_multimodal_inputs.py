@@ -35,6 +35,7 @@ from torch import nn
 
 from tests.semantics import test_drafter_quantized_lm_head as llama_head
 from tests.semantics import test_mla_drafter as mla_head
+from tests.semantics import unpatched
 
 
 class KimiK25ForConditionalGeneration(nn.Module):
@@ -123,6 +124,13 @@ def mla_eagle3_head(tmp_path, distributed, monkeypatch):  # type: ignore[no-unty
     return model
 
 
+@unpatched.MLA_DRAFTER_MODULE
+@unpatched.fails_unpatched_with(
+    raises="AttributeError",
+    match="image_token_index",
+    reason="0.17.1 reads the target's image_token_index, which Kimi-K2.5 lacks, before "
+    "the tested branch (eagle-map-kimi_k25-media-placeholder-token.patch)",
+)
 @pytest.mark.parametrize("head", ["llama", "mla"])
 def test_eagle3_head_runs_text_only_on_a_multimodal_target(
     head, make_model, tmp_path, distributed, monkeypatch
@@ -143,6 +151,11 @@ def test_eagle3_head_runs_text_only_on_a_multimodal_target(
     assert drafter.config.image_token_index == 7
 
 
+@unpatched.fails_unpatched_with(
+    raises="ImportError",
+    match="SupportsMultiModalEmbeddings",
+    reason="0.17.1 has no SupportsMultiModalEmbeddings interface: the patch adds it",
+)
 def test_drafter_declaring_multimodal_embeddings_keeps_them(monkeypatch) -> None:
     """A drafter that merges the target's embeddings (0.17.1's Llama 4 and
     Mistral Large 3 EAGLE heads declare it) still gets them, silently."""
@@ -160,6 +173,11 @@ def test_drafter_declaring_multimodal_embeddings_keeps_them(monkeypatch) -> None
     assert proposer.supports_mm_inputs is True and warnings == []
 
 
+@unpatched.fails_unpatched_with(
+    raises="ImportError",
+    match="supports_multimodal_embeddings",
+    reason="0.17.1 has no supports_multimodal_embeddings: the patch adds it",
+)
 def test_only_the_merging_drafters_declare_multimodal_embeddings() -> None:
     """The flag on 0.17.1's drafter classes, as 0.28.0 sets it: the two that
     merge external embeddings and every multimodal model (``SupportsMultiModal``

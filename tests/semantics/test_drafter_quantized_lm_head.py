@@ -21,7 +21,7 @@ import pytest
 import torch
 from torch import nn
 
-from tests.semantics import stubs
+from tests.semantics import stubs, unpatched
 
 
 def _build(llama_eagle3, vllm_config):  # type: ignore[no-untyped-def]
@@ -65,6 +65,11 @@ def _head_vllm_config() -> SimpleNamespace:
     )
 
 
+@unpatched.fails_unpatched_with(
+    raises="ValueError",
+    match="no module or parameter named 'lm_head.qweight'",
+    reason="the error the patch fixes: 0.17.1 builds a plain lm_head that has no qweight",
+)
 def test_quantized_lm_head_checkpoint_maps_onto_the_drafters_head(
     make_model, tmp_path, monkeypatch
 ) -> None:

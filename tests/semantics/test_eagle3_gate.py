@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.semantics import stubs
+from tests.semantics import stubs, unpatched
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 from vpq import fixture  # noqa: E402
@@ -27,6 +27,11 @@ def _target(kind: str, dest: Path) -> Path:
     return stubs.write_text_config(dest, 4)
 
 
+@unpatched.fails_unpatched_with(
+    raises="ValidationError",
+    match="eagle3 is only supported for",
+    reason="the refusal the patch lifts",
+)
 @pytest.mark.parametrize("kind", ["deepseek_v3", "kimi_k25"])
 def test_speculative_config_accepts_eagle3_on_the_target(tmp_path: Path, kind: str) -> None:
     from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig
@@ -40,4 +45,7 @@ def test_speculative_config_accepts_eagle3_on_the_target(tmp_path: Path, kind: s
         model=str(head),
         num_speculative_tokens=2,
     )
-    assert sc.method == "eagle3"
+    # Accepted as EAGLE-3 with the head as its drafter: not refused, and not
+    # rewritten (a deepseek_v3-typed drafter would become MTP).
+    assert (sc.method, sc.draft_model_config.model) == ("eagle3", str(head))
+    assert sc.draft_model_config.hf_config.architectures == ["LlamaForCausalLMEagle3"]

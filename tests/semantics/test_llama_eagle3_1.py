@@ -26,7 +26,7 @@ from vllm.config import (
     set_current_vllm_config,
 )
 
-from tests.semantics import stubs
+from tests.semantics import stubs, unpatched
 from tests.semantics.test_mla_drafter import (
     N_AUX,
     TorchRMSNorm,
@@ -34,6 +34,16 @@ from tests.semantics.test_mla_drafter import (
     eagle3_vllm_config,
     rms,
 )
+
+pytestmark = [
+    unpatched.EAGLE3_GATE,
+    unpatched.fails_unpatched_with(
+        raises="KeyError",
+        match="fc_norm",
+        reason="the error the patch fixes: without it the head's load_weights has no "
+        "fc_norm parameter for the checkpoint's fc_norm.{i}.weight",
+    ),
+]
 
 H = stubs.HIDDEN
 VOCAB = 128  # the target's (stubs.write_text_config)

@@ -35,7 +35,7 @@ import torch
 from torch import nn
 from vllm.config import set_current_vllm_config
 
-from tests.semantics import stubs
+from tests.semantics import stubs, unpatched
 from tests.semantics import test_mla_drafter as mla
 
 TARGET_LAYERS = 4
@@ -103,6 +103,11 @@ class StubEagle3Model(nn.Module):
         self.fc_norm = None
 
 
+@unpatched.fails_unpatched_with(
+    raises="ValueError",
+    match="no module or parameter named 'lm_head.qweight'",
+    reason="the error the patch fixes: the MLA head builds a plain lm_head without qweight",
+)
 def test_quantized_lm_head_checkpoint_maps_onto_the_mla_drafters_head(
     ours, tmp_path, distributed, monkeypatch
 ) -> None:
@@ -154,4 +159,7 @@ def test_unquantized_mla_drafter_head_keeps_a_plain_weight(
     assert shape == (DRAFT_VOCAB, mla.H)
 
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    unpatched.MLA_DRAFTER_MODULE,
+]

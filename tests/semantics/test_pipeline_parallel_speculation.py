@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.semantics import unpatched
 from tests.semantics.test_eagle3_gate import _target
 
 
@@ -44,6 +45,12 @@ def _eagle_proposer(calls: list[object]) -> object:
     return proposer
 
 
+@unpatched.fails_unpatched_with(
+    raises="AttributeError",
+    match="no attribute 'drafter'",
+    reason="the crash the patch fixes: a stage without the drafter reached for it",
+    dependency=False,
+)
 def test_stage_without_the_drafter_builds_its_metadata_builders() -> None:
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
@@ -61,6 +68,11 @@ def _config(pp: int, speculative: bool) -> object:
     )
 
 
+@unpatched.fails_unpatched_with(
+    raises="AttributeError",
+    match="batch_queue_size",
+    reason="the rule is a function of vllm.v1.engine.core the patch adds; the test asks it",
+)
 def test_engine_keeps_one_batch_in_flight_with_a_drafter_under_pipeline_parallel() -> None:
     """The engine core's batch queue, whatever the executor (mp or Ray)
     offers: one batch with a drafter over two stages; the executor's number
@@ -106,12 +118,14 @@ def _vllm_config(tmp_path: Path, async_scheduling: bool | None) -> object:
     )
 
 
+@unpatched.PIPELINE_PARALLEL_REFUSED
 def test_config_turns_async_scheduling_off_for_pipeline_parallel_speculation(
     tmp_path: Path,
 ) -> None:
     assert _vllm_config(tmp_path, None).scheduler_config.async_scheduling is False
 
 
+@unpatched.PIPELINE_PARALLEL_REFUSED
 def test_config_refuses_explicit_async_scheduling_with_pipeline_parallel_speculation(
     tmp_path: Path,
 ) -> None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from tests.semantics import unpatched
+
 VOCAB = 8
 
 
@@ -30,6 +32,11 @@ def _sampling_metadata(mask: torch.Tensor) -> object:
     )  # fmt: skip
 
 
+@unpatched.fails_unpatched_with(
+    raises="RuntimeError",
+    match="repeats must have the same size as input along dim",
+    reason="the EngineCore crash the patch fixes",
+)
 def test_each_draft_position_gets_its_requests_allowed_token_mask(monkeypatch) -> None:
     import vllm.utils.torch_utils as torch_utils
     from vllm.v1.sample.rejection_sampler import RejectionSampler

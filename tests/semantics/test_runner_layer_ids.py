@@ -79,8 +79,9 @@ def test_default_runner_reads_ids_nested_under_eagle_config() -> None:
 
 def test_default_runner_warns_naming_the_key_when_ids_fall_back(warnings_of) -> None:
     assert _default_runner(_spec()) is None
-    (text,) = warnings_of("vllm.v1.worker.gpu_model_runner")
-    assert KEY in text and "default" in text
+    texts = warnings_of("vllm.v1.worker.gpu_model_runner")
+    assert len(texts) == 1, texts
+    assert KEY in texts[0] and "default" in texts[0]
 
 
 def test_opt_in_runner_reads_ids_nested_under_eagle_config() -> None:
@@ -89,5 +90,6 @@ def test_opt_in_runner_reads_ids_nested_under_eagle_config() -> None:
 
 def test_opt_in_runner_warns_naming_the_key_when_ids_fall_back(warnings_of) -> None:
     assert _opt_in_runner(_spec()) is None
-    (text,) = warnings_of("vllm.v1.worker.gpu.spec_decode.eagle")
-    assert KEY in text and "default" in text
+    texts = warnings_of("vllm.v1.worker.gpu.spec_decode.eagle")
+    assert len(texts) == 1, texts
+    assert KEY in texts[0] and "default" in texts[0]

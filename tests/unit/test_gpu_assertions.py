@@ -11,6 +11,8 @@ import pytest
 from vpq import fixture
 
 from tests.gpu import test_eagle3_engine as gt
+from tests.gpu import test_eagle3_heads as ht
+from tests.gpu import test_eagle3_serving_fixes as sf
 from tests.gpu.conftest import FIXTURE_IMAGE_TOKENS, NUM_SPECULATIVE_TOKENS, PROMPTS, Checkpoints
 
 K = NUM_SPECULATIVE_TOKENS
@@ -193,3 +195,114 @@ def test_report_table_for_real_checkpoints(results, checkpoints) -> None:
     assert report[2].split() == ["without", "EAGLE-3", "-", "200", "4.0", "50.0"]
     # 1 + 80 accepted / 180 drafts
     assert report[3].split() == ["EAGLE-3,", f"k={K}", "1.44", "200", "2.0", "100.0"]
+
+
+# --- data parallel at max_model_len (tests/gpu/test_eagle3_serving_fixes.py) ---
+
+MAX_MODEL_LEN = 1024
+
+
+def _rank0(prompt_len: int, generated: int, finish: str = "length") -> dict:
+    """Rank 0's output, shaped as engine_probe.py records it."""
+    return {
+        "token_ids": [7] * generated,
+        "text": "x",
+        "finish_reason": finish,
+        "prompt_len": prompt_len,
+        "media_tokens": 0,
+    }
+
+
+def test_the_dp_prompt_is_sized_in_the_fixture_tokenizers_tokens(checkpoints) -> None:
+    """The fixture's tokenizer splits the words into several tokens each (a
+    prompt of N words is not N tokens); the prompt is sized in tokens, so it
+    sits exactly ``DP_ROOM`` below ``max_model_len``."""
+    unit = sf.token_ids(checkpoints.target, sf.DP_PROMPT_TEXT)
+    assert len(unit) > len(sf.DP_PROMPT_TEXT.split())
+    ids = sf.prompt_below_max_model_len(checkpoints.target, MAX_MODEL_LEN, sf.DP_ROOM)
+    assert len(ids) == MAX_MODEL_LEN - sf.DP_ROOM
+    assert ids[: len(unit)] == unit
+    assert sf.DP_ROOM < sf.DP_MAX_TOKENS  # max_model_len comes first
+
+
+def test_a_request_stopped_by_max_model_len_passes() -> None:
+    out = _rank0(MAX_MODEL_LEN - sf.DP_ROOM, sf.DP_ROOM)
+    sf.assert_finished_at_max_model_len(out, MAX_MODEL_LEN, sf.DP_MAX_TOKENS)
+
+
+@pytest.mark.parametrize(
+    "out",
+    [
+        _rank0(100, sf.DP_MAX_TOKENS),  # a short prompt: max_tokens stopped it
+        _rank0(MAX_MODEL_LEN - sf.DP_ROOM, sf.DP_ROOM, "stop"),
+        _rank0(MAX_MODEL_LEN - sf.DP_ROOM, sf.DP_ROOM - 3),  # stopped short of the limit
+        _rank0(MAX_MODEL_LEN - sf.DP_ROOM, sf.DP_ROOM + 2),  # ran past max_model_len
+    ],
+    ids=["by-max-tokens", "by-stop", "short", "past-the-limit"],
+)
+def test_a_request_not_stopped_by_max_model_len_fails(out) -> None:
+    with pytest.raises(AssertionError):
+        sf.assert_finished_at_max_model_len(out, MAX_MODEL_LEN, sf.DP_MAX_TOKENS)
+
+
+# --- the fixture's other heads (tests/gpu/test_eagle3_heads.py) ---------------
+
+
+@pytest.fixture
+def head_configs(tmp_path: Path) -> dict[str, dict]:
+    import json
+
+    heads = fixture.write_fixture_heads(tmp_path / "heads")
+    return {p.name: json.loads((p / "config.json").read_text()) for p in heads}
+
+
+def _head_engine(cfgs: dict[str, dict], tp: int = 1):  # type: ignore[no-untyped-def]
+    """``head_engine(tp, name)`` over results shaped like engine_probe.py's,
+    for a run that serves each head right."""
+    runs = {}
+    for name, cfg in cfgs.items():
+        r = _result(tp, True)
+        r["engine"]["speculative"]["draft_architectures"] = cfg["architectures"]
+        for w in r["engine"]["workers"]:
+            w["aux_layers"] = ht.head_ids(cfg)
+        runs[name] = r | {"head_config": cfg}
+    return lambda tp, name: runs[name]
+
+
+def test_the_gpu_heads_are_written_where_the_fixture_says(head_configs) -> None:
+    """A CPU check (it sat behind the GPU skip): the heads the GPU tests run."""
+    assert list(head_configs) == ht.HEADS
+    assert ht.head_ids(head_configs["eagle3.1-tiny"]) == list(fixture.AUX_LAYER_IDS)
+
+
+@pytest.mark.parametrize("name", ht.HEADS)
+def test_a_correct_head_run_passes(results, checkpoints, head_configs, name) -> None:
+    head_engine = _head_engine(head_configs)
+    ht.test_engine_starts_with_the_head(head_engine, name, 1, 1)
+    ht.test_live_aux_layers_are_the_heads_own_ids(head_engine, name, 1, 1)
+    ht.test_greedy_outputs_match_without_speculation_with_the_head(
+        head_engine, _engine(results), name, 1, 1
+    )
+
+
+@pytest.mark.parametrize("name", ht.HEADS)
+def test_a_head_run_on_the_default_layers_or_another_head_fails(head_configs, name) -> None:
+    run = _head_engine(head_configs)(1, name)
+    for w in run["engine"]["workers"]:
+        w["aux_layers"] = w["default_aux_layers"]
+    with pytest.raises(AssertionError):
+        ht.test_live_aux_layers_are_the_heads_own_ids(lambda tp, n: run, name, 1, 1)
+    run["engine"]["speculative"]["draft_architectures"] = ["LlamaForCausalLMEagle3"]
+    if head_configs[name]["architectures"] != ["LlamaForCausalLMEagle3"]:
+        with pytest.raises(AssertionError):
+            ht.test_engine_starts_with_the_head(lambda tp, n: run, name, 1, 1)
+
+
+def test_a_head_run_whose_outputs_diverge_fails(results, head_configs) -> None:
+    run = _head_engine(head_configs)(1, ht.HEADS[0])
+    for o in run["batches"]["greedy"]["outputs"]:
+        o["token_ids"] = [t + 1 for t in o["token_ids"]]
+    with pytest.raises(AssertionError):
+        ht.test_greedy_outputs_match_without_speculation_with_the_head(
+            lambda tp, n: run, _engine(results), ht.HEADS[0], 1, 1
+        )

@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-from vpq import rebase, series
+from vpq import probe, rebase, series
 
 from tests.unit.tiny_upstream import Upstream
 
@@ -87,7 +87,7 @@ def test_a_probe_that_fails_where_the_text_says_absorbed_is_flagged(one_patch: U
         f"patches/{patch.name} is absorbed at 1.2 by its text (empty, reverse-applies), "
         f"but its probe did not pass there ({stale}): fix the probe"
     ]
-    assert f"Probes the text contradicts:\n- {table['probe_flags'][0]}" in (
+    assert f"Probes that do not probe:\n- {table['probe_flags'][0]}" in (
         rebase.render_staircase(table)
     )
     passing = rebase.Outcome(patch.name, "absorbed", "empty, probe", [], "probe: 2 of 2 passed")
@@ -191,3 +191,23 @@ def test_readme_shows_the_report_as_rendered() -> None:
     from tests.conftest import REPO_ROOT
 
     assert _report().render() in (REPO_ROOT / "README.md").read_text()
+
+
+def test_a_probe_that_skips_at_a_release_is_flagged_as_not_probing(one_patch: Upstream) -> None:
+    """A selected test that skips decides nothing: the probe is reported as
+    not probing at that release, whatever the patch's status there."""
+    (patch,) = series.load(one_patch.root)
+    seen = probe.verdict(
+        probe.Probe(patch.name, tests=("tests/x.py::test_a",)),
+        {"tests/x.py::test_a[1]": "passed", "tests/x.py::test_a[2]": "skipped"},
+    )
+    assert seen == (
+        False,
+        "probe: 1 of 2 not passed (first: tests/x.py::test_a[2]); "
+        "not probing: 1 skipped (first: tests/x.py::test_a[2])",
+    )
+    kept = rebase.Outcome(patch.name, "clean", "applies as is", [], seen[1])
+    table = rebase.staircase("1.0", [patch], [rebase.Report("1.0", "1.2", [kept])])
+    assert table["probe_flags"] == [
+        f"patches/{patch.name}: its probe is not probing at 1.2 ({seen[1]}): make it run there"
+    ]
