@@ -25,6 +25,8 @@ One module per noun:
 - moving the pin: ``rebase``, ``rerere`` (recorded conflict resolutions,
   kept in ``rerere/``), ``probe`` (absorption probes on an unpatched
   release) and ``probe_report`` (their verdicts in the report);
+- checking the tests: ``mutation`` (each patch taken out in turn, its probe
+  must fail);
 - the rest: ``proc`` (child processes, the probe line protocol), ``bench``
   (timings), ``progress`` (long steps' progress lines), ``cache`` (the cache's
   sizes and pruning), ``errors`` (the base exception), ``cli`` and ``__main__``
