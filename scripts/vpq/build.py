@@ -66,6 +66,8 @@ class Prepared:
 
 @dataclass(frozen=True)
 class Result:
+    """One platform's built wheel and its audit."""
+
     wheel: wheel.BuiltWheel
     report: AuditReport
     platform: str
@@ -99,7 +101,7 @@ def prepare(root: Path, source: str = "sdist", work: Path | None = None) -> Prep
     if source not in tree.SOURCES:
         raise BuildError(f"unknown upstream source {source!r}; use one of {tree.SOURCES}")
     pin, patches = load_inputs(root)
-    repo = work or root / WORK_DIR
+    repo = work or Workspace(root).work
     if source == "sdist":
         sdist = fetch.fetch(pin.name, pin.sdist.filename, pin.sdist.sha256)
         tree.import_sdist(repo, sdist, pin.version)
@@ -267,7 +269,7 @@ def build_wheels(
     prep = prep or prepare(root, source)
     plats = platforms_for(prep.lock, platform)
     _check_buildable(prep, plats, backend, precompiled)
-    out_dir = out_dir or root / "dist"
+    out_dir = out_dir or Workspace(root).dist
     out_dir.mkdir(parents=True, exist_ok=True)
     remove_stale_staging(out_dir)
     staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out_dir))
@@ -351,7 +353,7 @@ def reuse(
         LockError, SeriesError: the inputs do not load.
     """
     pin, patches = load_inputs(root)
-    out_dir = out_dir or root / "dist"
+    out_dir = out_dir or Workspace(root).dist
     try:
         stamp = json.loads((out_dir / STAMP).read_text())
     except (OSError, ValueError):

@@ -30,6 +30,7 @@ from filelock import FileLock, Timeout
 
 from vpq import fetch, lock, progress
 from vpq.files import sha256_file
+from vpq.workspace import Workspace
 
 DAY_S = 86400.0
 #: ``--prune`` leaves entries used within this many days unless told otherwise.
@@ -108,7 +109,7 @@ def needed_by(root: Path, cache: Path) -> dict[Path, str]:
             out[cache / "envs" / f"deps-{key}"] = f"the CPU venv of vllm {pin.version}"
         except build.BuildError:
             pass  # a release without requirements/common.txt has no deps venv
-    for whl in sorted((root / "dist").glob("*.whl")):
+    for whl in sorted(Workspace(root).dist.glob("*.whl")):
         out[cache / "envs" / f"wheel-{sha256_file(whl)[:12]}"] = f"the venv of dist/{whl.name}"
     return out
 

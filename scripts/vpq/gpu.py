@@ -34,6 +34,7 @@ from pathlib import Path
 
 from vpq import proc
 from vpq.proc import PYTEST
+from vpq.workspace import Workspace
 
 
 def no_cuda_reason(dev: Path = Path("/dev"), smi: str | None = "nvidia-smi") -> str | None:
@@ -72,7 +73,8 @@ def host_wheel(root: Path) -> Path:
     pin, patches = build.load_inputs(root)
     plat = build.host_platform()
     version = wheel.local_version(pin.version, build.label_for(patches))
-    found = sorted((root / "dist").glob(f"{pin.name}-{version}-{wheel.BUILD_TAG}-*_{plat}.whl"))
+    pattern = f"{pin.name}-{version}-{wheel.BUILD_TAG}-*_{plat}.whl"
+    found = sorted(Workspace(root).dist.glob(pattern))
     if found:
         return found[-1]
     print(f"no {pin.name} {version} wheel for {plat} in dist/; building it", flush=True)

@@ -45,6 +45,7 @@ from packaging.version import InvalidVersion, Version
 from vpq import fetch, lock
 from vpq.errors import VpqError
 from vpq.files import sha256_file, write_atomic
+from vpq.workspace import Workspace
 
 SIMPLE = "simple"
 REQUIREMENTS = "requirements.txt"
@@ -368,7 +369,7 @@ def publish(root: Path, dist: Path | None = None) -> Published:
         PublishError: dist/ holds no publishable wheels; LockError, FetchError:
             the pin or its sdist cannot be had.
     """
-    dist = dist or root / "dist"
+    dist = dist or Workspace(root).dist
     wheels = wheels_in(dist)
     pin = lock.load(root)
     requires = _requires_dist(wheels, pin.name, dist)

@@ -396,10 +396,9 @@ def _step(
     if conflicted:
         if not stop:
             g.cherry_pick_abort(repo)
-        partly = f" (the rest replayed from {replayed})" if replayed else ""
-        outcome = Outcome(patch.name, "conflict", "needs a person", conflicted, str(seen), merge)
-        outcome.merge += partly
-        return outcome
+        if replayed:
+            merge += f" (the rest replayed from {replayed})"
+        return Outcome(patch.name, "conflict", "needs a person", conflicted, str(seen), merge)
     if recorded:
         how = f"{RECORDED} {replayed}"
         return Outcome(patch.name, "rebased", how, probe=str(seen), merge=f"3-way merge, {how}")
