@@ -30,6 +30,9 @@ class AuditError(VpqError):
 
 @dataclass(frozen=True)
 class AuditReport:
+    """What the audit saw in a built wheel: the members that differ from
+    upstream's (dist-info left out) and how many members it has."""
+
     wheel: Path
     differing: tuple[str, ...]  # non-dist-info members that differ, sorted
     members: int

@@ -26,6 +26,9 @@ from vpq.workspace import Workspace
 
 @dataclass
 class Case:
+    """One timed command: wall time, peak RSS, whether it succeeded, and its
+    ratio to the baseline."""
+
     name: str
     seconds: float
     peak_rss_mib: float

@@ -67,6 +67,8 @@ class WheelError(VpqError):
 
 @dataclass(frozen=True)
 class BuiltWheel:
+    """A wheel the build wrote: its path, sha256 and version."""
+
     path: Path
     sha256: str
     version: str

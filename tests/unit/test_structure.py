@@ -1,5 +1,6 @@
-"""The package's shape (issue #24): imports inside ``vpq`` go one way, every
-public function says what it does, and none runs over 60 lines."""
+"""The shape of the package and of scripts/verify_install.py (issue #24):
+imports inside ``vpq`` go one way, every public function and class says what
+it does, and no function runs over 60 lines."""
 
 from __future__ import annotations
 
@@ -63,12 +64,14 @@ def test_imports_inside_the_package_go_one_way() -> None:
     assert _cycle(graph) is None, f"import cycle: {' -> '.join(_cycle(graph) or [])}"
 
 
-def test_every_public_function_has_a_docstring() -> None:
+def test_every_public_function_and_class_has_a_docstring() -> None:
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
     missing = [
-        f"{path.relative_to(REPO_ROOT)}:{fn.lineno} {fn.name}"
+        f"{path.relative_to(REPO_ROOT)}:{node.lineno} {node.name}"
         for path in SOURCES
-        for fn in _functions(path)
-        if not fn.name.startswith("_") and not ast.get_docstring(fn)
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, kinds) and not node.name.startswith("_")
+        and not ast.get_docstring(node)
     ]
     assert missing == []
 
