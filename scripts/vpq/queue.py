@@ -233,15 +233,29 @@ def export(repo: Path, base: str, old: list[Patch], head: str = "HEAD") -> list[
     return result
 
 
-def lint_problems(root: Path, entries: list[tuple[str, bytes]]) -> list[str]:
+def lint_problems(root: Path, entries: list[tuple[str, bytes]]) -> tuple[list[str], list[str]]:
     """What ``nox -s lint`` would reject once ``entries`` are written: the
-    series and patch rules and, where the queue has ``probes.toml``, its
-    rules, all in one round. Nothing is written."""
+    series and patch rules (fixed in the commits), then, where the queue has
+    ``probes.toml``, its rules (fixed in that file). Nothing is written."""
     problems = series.lint_entries(root, entries)
+    probe_problems: list[str] = []
     if (root / probe.PROBES_FILE).is_file():
         names = [name for name, _ in entries]
-        problems += [p.replace(f"{root}/", "") for p in probe.lint(root, names)]
-    return problems
+        probe_problems = [p.replace(f"{root}/", "") for p in probe.lint(root, names)]
+    return problems, probe_problems
+
+
+def _fix_advice(in_commits: bool, in_probes: bool) -> str:
+    """Where to fix what export refused: the commits, probes.toml, or both."""
+    places = []
+    if in_commits:
+        places.append(
+            "the commit messages in build/work (`git commit --amend`, or "
+            "`git rebase -i` for an earlier one)"
+        )
+    if in_probes:
+        places.append(probe.PROBES_FILE)
+    return "Fix " + " and ".join(places)
 
 
 def write_checked(root: Path, entries: list[tuple[str, bytes]]) -> series.Changes:
@@ -252,7 +266,8 @@ def write_checked(root: Path, entries: list[tuple[str, bytes]]) -> series.Change
         ExportError: listing every problem lint would report, and how to fix
             them; ``patches/``, ``series`` and ``probes.toml`` are unchanged.
     """
-    problems = lint_problems(root, entries)
+    in_commits, in_probes = lint_problems(root, entries)
+    problems = in_commits + in_probes
     if problems:
         changes = series.plan(root, entries)
         hints = [f"({i}) {p}" for i, p in enumerate(problems, start=1)]
@@ -265,9 +280,8 @@ def write_checked(root: Path, entries: list[tuple[str, bytes]]) -> series.Change
         raise ExportError(
             "export refused, `nox -s lint` would reject the exported series: "
             + "; ".join(hints)
-            + ". Fix the commit messages in build/work (`git commit --amend`, or "
-            "`git rebase -i` for an earlier one) or probes.toml, then run `nox -s export` "
-            "again. patches/, series and probes.toml are unchanged."
+            + f". {_fix_advice(bool(in_commits), bool(in_probes))}, then run "
+            "`nox -s export` again. patches/, series and probes.toml are unchanged."
         )
     changes = series.plan(root, entries)
     series.write(root, entries)

@@ -48,8 +48,10 @@ def test_a_commit_without_trailers_or_why_is_refused_in_one_round(one_patch: Ups
         f"patches/{F20}: no valid 'Upstream-Status:' trailer",
         f"patches/{F20}: no valid 'Forwarded:' trailer",
         "the body does not say why the patch exists",
+        "Fix the commit messages in build/work",
         "patches/, series and probes.toml are unchanged",
     )
+    assert "and probes.toml, then" not in proc.stderr  # nothing wrong there
     assert _inputs(root) == before
     assert run_cli(root, "build", "--no-contract").returncode == 1  # the work is not exported
 
@@ -66,7 +68,9 @@ def test_a_new_patch_without_a_probe_is_refused_then_exported_with_one(
         proc,
         f"probes.toml: patches/{F20} has no probe",
         f'a new patch needs its table in probes.toml, e.g. ["{F20}"]',
+        "Fix probes.toml, then run `nox -s export` again",
     )
+    assert "commit messages" not in proc.stderr  # the commit is fine
     assert _inputs(root) == before
     (root / probe.PROBES_FILE).write_text(_covered(F10, F20))
     proc = run_cli(root, "export")
