@@ -72,7 +72,7 @@ from typing import Any
 
 MANIFEST = "vpq_manifest.json"
 #: Each architecture the series claims and the vLLM module that defines it: a
-#: copy of ``vpq.contract.CLAIMS`` (this file stays standard-library only and
+#: copy of ``vpq.contract.items.CLAIMS`` (this file stays standard-library only and
 #: copyable), held equal to it by tests/unit/test_verify_install.py.
 MODULES = {
     "KimiK25ForConditionalGeneration": "vllm.model_executor.models.kimi_k25",
@@ -153,7 +153,7 @@ FC_NORM = re.compile(r"fc_norm\.(\d+)\.weight")
 UPSTREAM_FC_STATES = 3
 #: The text model's class by ``model_type``, for a ``text_config`` that names
 #: no architectures: each claimed text model_type and the claimed architecture
-#: of that type (``vpq.contract.CLAIMS``, held equal by a test).
+#: of that type (``vpq.contract.items.CLAIMS``, held equal by a test).
 TEXT_ARCHS = {"deepseek_v3": "DeepseekV3ForCausalLM", "deepseek_v2": "DeepseekV2ForCausalLM"}
 
 

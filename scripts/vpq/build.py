@@ -27,9 +27,10 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from vpq import audit as audit_module
-from vpq import contract, fetch, lock, native, queue, series, tree, wheel
+from vpq import fetch, lock, native, queue, series, tree, wheel
 from vpq import git as g
 from vpq.audit import AuditReport, audit, compare_backends
+from vpq.contract.items import CLAIMS
 from vpq.errors import VpqError
 from vpq.files import write_atomic
 from vpq.workspace import Workspace
@@ -37,7 +38,7 @@ from vpq.workspace import Workspace
 #: Target-model architectures the series makes EAGLE-3 capable; recorded in
 #: the manifest, checked by the contract and, on serving hosts, by
 #: scripts/verify_install.py.
-CLAIMED_ARCHITECTURES = tuple(contract.CLAIMED)
+CLAIMED_ARCHITECTURES = tuple(CLAIMS)
 LABEL_PREFIX = "eagle3"
 BACKENDS = ("overlay", "setuptools")
 WORK_DIR = Workspace(Path(".")).work  # relative to the root

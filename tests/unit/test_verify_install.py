@@ -1,6 +1,6 @@
 """scripts/verify_install.py as a file: one standard-library script that a
 serving host copies, with the claimed architectures it knows held equal to
-the repository's one table (``vpq.contract.CLAIMS``). Its function lengths
+the repository's one table (``vpq.contract.items.CLAIMS``). Its function lengths
 and docstrings are held by tests/unit/test_structure.py, with the package's."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import ast
 import sys
 
 import verify_install as vi
-from vpq import build, contract
+from vpq import build
+from vpq.contract import items as contract_items
 
 from tests.conftest import REPO_ROOT
 
@@ -40,15 +41,14 @@ def test_the_script_knows_exactly_the_architectures_the_build_claims() -> None:
     """The manifest's ``eagle3_architectures`` (``build.CLAIMED_ARCHITECTURES``)
     are what ``verify_install.py`` checks on a serving host: a new claim
     without its module there would first fail on the host."""
-    assert list(vi.MODULES) == list(contract.CLAIMS) == list(build.CLAIMED_ARCHITECTURES)
-    assert vi.MODULES == {a: c.module for a, c in contract.CLAIMS.items()}
-    assert list(contract.CLAIMED) == list(contract.TEXT_MODEL_TYPES) == list(contract.CLAIMS)
+    assert list(vi.MODULES) == list(contract_items.CLAIMS) == list(build.CLAIMED_ARCHITECTURES)
+    assert vi.MODULES == {a: c.module for a, c in contract_items.CLAIMS.items()}
 
 
 def test_the_preflight_finds_each_claimed_text_model_by_its_model_type() -> None:
     """``TEXT_ARCHS`` (a ``text_config`` without architectures) names, for
     each claimed text model_type, the claimed architecture of that type."""
-    text_types = set(contract.TEXT_MODEL_TYPES.values())
+    text_types = {c.text_model_type for c in contract_items.CLAIMS.values()}
     assert set(vi.TEXT_ARCHS) == text_types
     for model_type, arch in vi.TEXT_ARCHS.items():
-        assert contract.CLAIMS[arch].model_type == model_type
+        assert contract_items.CLAIMS[arch].model_type == model_type
