@@ -1,8 +1,9 @@
 """The EAGLE-3 contract's vocabulary, shared one way by the target side
 (``vpq.contract.target``), the drafter side (``vpq.contract.drafter``), the
 table and the run: the vLLM files it reads, the claimed target and head
-architectures (the one table of them), an ``Item`` and its error, and the
-``ast`` helpers both sides use.
+architectures (the one table of them: the build's manifest carries it to
+scripts/verify_install.py), an ``Item`` and its error, and the ``ast``
+helpers both sides use.
 """
 
 from __future__ import annotations
@@ -42,12 +43,22 @@ class Claim:
     module: str
     checkpoint: Mapping[str, object] = field(default_factory=dict)
 
+    def to_manifest(self) -> dict[str, str]:
+        """What the wheel's manifest records for this claim
+        (``eagle3_claims``; scripts/verify_install.py reads it)."""
+        return {
+            "model_type": self.model_type,
+            "text_model_type": self.text_model_type,
+            "module": self.module,
+        }
+
 
 #: The one table of claimed target architectures, in the order the contract
-#: table shows them; ``build.CLAIMED_ARCHITECTURES`` (the manifest's
-#: ``eagle3_architectures``) derives from it. scripts/verify_install.py, a
-#: standard-library file for serving hosts, keeps a copy (``MODULES``,
-#: ``TEXT_ARCHS``) that tests/unit/test_verify_install.py holds equal to it.
+#: table shows them. The build writes it into each wheel's manifest
+#: (``eagle3_architectures``, ``eagle3_claims``: ``manifest_claims``), and
+#: scripts/verify_install.py reads it from the installed wheel; that file's
+#: fallback copy (``FALLBACK_CLAIMS``) is held equal to this table by
+#: tests/unit/test_verify_install.py.
 CLAIMS = {
     "KimiK25ForConditionalGeneration": Claim(
         "kimi_k25",
@@ -76,6 +87,18 @@ DRAFTERS = {
     "Eagle3DeepseekV2ForCausalLM": "deepseek_v2",
     "Eagle3DeepseekV3ForCausalLM": "deepseek_v2",
 }
+
+
+def manifest_claims(claims: Mapping[str, Claim] | None = None) -> dict[str, object]:
+    """The manifest's keys for ``claims`` (default ``CLAIMS``):
+    ``eagle3_architectures`` (the names, as copies of verify_install.py
+    from before ``eagle3_claims`` read them) and ``eagle3_claims`` (each
+    name's ``Claim.to_manifest``)."""
+    claims = CLAIMS if claims is None else claims
+    return {
+        "eagle3_architectures": list(claims),
+        "eagle3_claims": {arch: c.to_manifest() for arch, c in claims.items()},
+    }
 
 
 class ContractError(VpqError):
