@@ -9,8 +9,10 @@ Standard library only: copy this one file to the host. Two modes::
 Without ``--model``/``--drafter`` it prints the installed vLLM version and the
 patch manifest (upstream pin, each patch), then checks that the version's
 local label matches the manifest and that ``supports_eagle3`` holds for every
-architecture the manifest claims. Exits 0 when all holds, else 1 with a
-one-line reason on stderr.
+architecture the manifest claims, imported from the module the manifest names
+for it (``eagle3_claims``; a wheel built before it recorded them is checked
+against this file's own copy, ``FALLBACK_CLAIMS``, with a note). Exits 0
+when all holds, else 1 with a one-line reason on stderr.
 
 With both, it runs the **preflight**: offline, no GPU, in seconds. Each of
 ``--model`` and ``--drafter`` is a directory or a Hugging Face Hub id found
@@ -58,6 +60,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import importlib
 import importlib.metadata as md
 import json
@@ -71,13 +74,29 @@ from pathlib import Path
 from typing import Any
 
 MANIFEST = "vpq_manifest.json"
-#: Each architecture the series claims and the vLLM module that defines it: a
-#: copy of ``vpq.contract.CLAIMS`` (this file stays standard-library only and
-#: copyable), held equal to it by tests/unit/test_verify_install.py.
-MODULES = {
-    "KimiK25ForConditionalGeneration": "vllm.model_executor.models.kimi_k25",
-    "DeepseekV3ForCausalLM": "vllm.model_executor.models.deepseek_v2",
-    "DeepseekV2ForCausalLM": "vllm.model_executor.models.deepseek_v2",
+#: This file's own copy of the claimed target architectures, as the manifest
+#: records them (``eagle3_claims``: each one's ``model_type``,
+#: ``text_model_type`` and the vLLM module that defines it). Used only where
+#: the installed vLLM's manifest carries none (a wheel built before it
+#: recorded them, or no patch-queue vLLM here), and then with a note. The
+#: repository's one table is ``vpq.contract.items.CLAIMS``;
+#: tests/unit/test_verify_install.py holds this copy equal to it.
+FALLBACK_CLAIMS: dict[str, dict[str, str]] = {
+    "KimiK25ForConditionalGeneration": {
+        "model_type": "kimi_k25",
+        "text_model_type": "deepseek_v3",
+        "module": "vllm.model_executor.models.kimi_k25",
+    },
+    "DeepseekV3ForCausalLM": {
+        "model_type": "deepseek_v3",
+        "text_model_type": "deepseek_v3",
+        "module": "vllm.model_executor.models.deepseek_v2",
+    },
+    "DeepseekV2ForCausalLM": {
+        "model_type": "deepseek_v2",
+        "text_model_type": "deepseek_v2",
+        "module": "vllm.model_executor.models.deepseek_v2",
+    },
 }
 
 
@@ -85,11 +104,96 @@ class Failed(Exception):
     """The install check failed; the message is the one-line reason."""
 
 
+@dataclass(frozen=True)
+class Claims:
+    """The claimed target architectures (architecture -> ``model_type``,
+    ``text_model_type``, ``module``) and, where they are this file's
+    ``FALLBACK_CLAIMS`` rather than the installed wheel's manifest's, the
+    ``note`` that says so."""
+
+    table: Mapping[str, Mapping[str, str]]
+    note: str = ""
+
+    @property
+    def modules(self) -> dict[str, str]:
+        """Architecture -> the vLLM module that defines it."""
+        return {arch: str(c["module"]) for arch, c in self.table.items()}
+
+    @property
+    def text_archs(self) -> dict[str, str]:
+        """A text model_type -> the claimed architecture that is that text
+        model itself (for a ``text_config`` that names no architectures)."""
+        return {
+            str(c["text_model_type"]): arch
+            for arch, c in self.table.items()
+            if c.get("model_type") == c.get("text_model_type")
+        }
+
+
+def _claims_table(manifest: Mapping[str, Any]) -> dict[str, dict[str, str]] | None:
+    """The manifest's ``eagle3_claims`` where each entry names its three
+    fields as strings, else None."""
+    table = manifest.get("eagle3_claims")
+    fields = ("model_type", "text_model_type", "module")
+    if not isinstance(table, dict) or not table:
+        return None
+    for claim in table.values():
+        if not (isinstance(claim, dict) and all(isinstance(claim.get(f), str) for f in fields)):
+            return None
+    return {str(arch): {f: claim[f] for f in fields} for arch, claim in table.items()}
+
+
+def claims_from(manifest: Mapping[str, Any] | None) -> Claims:
+    """The claimed architectures a manifest carries (``eagle3_claims``), or,
+    where it carries none, ``FALLBACK_CLAIMS`` with a note saying why."""
+    table = _claims_table(manifest) if manifest is not None else None
+    if table is not None:
+        return Claims(table)
+    why = (
+        "no patch-queue vLLM is installed here"
+        if manifest is None
+        else f"the installed wheel's {MANIFEST} records no eagle3_claims (built before it did)"
+    )
+    return Claims(
+        FALLBACK_CLAIMS,
+        f"{why}: using this script's own copy of the claimed architectures "
+        f"({', '.join(FALLBACK_CLAIMS)}); a newer wheel may claim others",
+    )
+
+
+def read_manifest() -> dict[str, Any] | None:
+    """The installed vLLM's manifest, parsed (metadata only: vLLM is not
+    imported); None where vLLM is not installed or carries none."""
+    try:
+        text = md.distribution("vllm").read_text(MANIFEST)
+        manifest = json.loads(text) if text else None
+    except (md.PackageNotFoundError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+@functools.cache
+def installed_claims() -> Claims:
+    """``claims_from`` the installed vLLM's manifest, read once."""
+    return claims_from(read_manifest())
+
+
+def _print_manifest(version: str, man: Mapping[str, Any]) -> None:
+    """The installed version, its upstream pin and each patch."""
+    up = man["upstream"]
+    print(f"vllm {version}")
+    print(f"  upstream: vllm {up['version']} ({up['tag']}, commit {up['commit']})")
+    print(f"  upstream wheel: {up['wheel']['filename']} sha256 {up['wheel']['sha256']}")
+    for p in man["patches"]:
+        print(f"  patch: {p['name']}  sha256 {p['sha256'][:16]}  [{p.get('upstream_status')}]")
+
+
 def check() -> None:
     """The install check: print the installed vLLM's version and patch
     manifest, and raise ``Failed`` unless the version, its local label and
     ``vllm.__version__`` agree with the manifest and ``supports_eagle3``
-    holds for every architecture it claims (``MODULES``)."""
+    holds for every architecture it claims (imported from the module the
+    manifest names for it: ``claims_from``)."""
     try:
         dist = md.distribution("vllm")
     except md.PackageNotFoundError:
@@ -98,12 +202,7 @@ def check() -> None:
     if text is None:
         raise Failed(f"vllm {dist.version} has no {MANIFEST}: this is not a patch-queue build")
     man = json.loads(text)
-    up = man["upstream"]
-    print(f"vllm {dist.version}")
-    print(f"  upstream: vllm {up['version']} ({up['tag']}, commit {up['commit']})")
-    print(f"  upstream wheel: {up['wheel']['filename']} sha256 {up['wheel']['sha256']}")
-    for p in man["patches"]:
-        print(f"  patch: {p['name']}  sha256 {p['sha256'][:16]}  [{p.get('upstream_status')}]")
+    _print_manifest(dist.version, man)
     if dist.version != man["version"]:
         raise Failed(f"installed version {dist.version} != manifest version {man['version']}")
     if dist.version.partition("+")[2] != man["local_label"]:
@@ -114,8 +213,11 @@ def check() -> None:
         raise Failed(f"vllm.__version__ {vllm.__version__} != installed {dist.version}")
     from vllm.model_executor.models.interfaces import supports_eagle3
 
-    for arch in man.get("eagle3_architectures", []):
-        module = MODULES.get(arch)
+    claims = claims_from(man)
+    if claims.note:
+        print(f"  note: {claims.note}")
+    for arch in man.get("eagle3_architectures", list(claims.table)):
+        module = claims.modules.get(arch)
         if module is None:
             raise Failed(f"manifest claims {arch}, which this check does not know")
         cls = getattr(importlib.import_module(module), arch)
@@ -151,10 +253,6 @@ FC_NORM = re.compile(r"fc_norm\.(\d+)\.weight")
 #: vLLM 0.17.1's ``Eagle3LlamaForCausalLM`` builds ``fc`` for exactly three
 #: aux states (``target_hidden_size * 3``, vllm/model_executor/models/llama_eagle3.py).
 UPSTREAM_FC_STATES = 3
-#: The text model's class by ``model_type``, for a ``text_config`` that names
-#: no architectures: each claimed text model_type and the claimed architecture
-#: of that type (``vpq.contract.CLAIMS``, held equal by a test).
-TEXT_ARCHS = {"deepseek_v3": "DeepseekV3ForCausalLM", "deepseek_v2": "DeepseekV2ForCausalLM"}
 
 
 @dataclass
@@ -510,10 +608,10 @@ def looks_like_head(cfg: dict[str, Any]) -> bool:
 
 def looks_like_target(cfg: dict[str, Any]) -> bool:
     """A Kimi-K2.5 / DeepSeek target's config: an architecture the wheel's
-    manifest can claim (``MODULES``), or a multimodal ``text_config``."""
+    manifest claims (``installed_claims``), or a multimodal ``text_config``."""
     archs = cfg.get("architectures")
     arch = archs[0] if isinstance(archs, list) and archs else ""
-    return arch in MODULES or isinstance(cfg.get("text_config"), dict)
+    return arch in installed_claims().table or isinstance(cfg.get("text_config"), dict)
 
 
 def swapped_arguments(pair: Pair) -> Finding | None:
@@ -1095,10 +1193,13 @@ class Unanswered:
 
 @dataclass(frozen=True)
 class Installed:
-    """The installed vLLM: its version and whether it carries the manifest."""
+    """The installed vLLM: its version, whether it carries the manifest, and
+    the note ``claims_from`` gives when that manifest records no claimed
+    architectures (the preflight then knows them from its own copy)."""
 
     version: str
     patch_queue: bool
+    claims_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -1175,7 +1276,7 @@ def ask_installed() -> Installed | Unanswered:
         manifest = md.distribution("vllm").read_text(MANIFEST)
     except Exception:  # noqa: BLE001
         manifest = None
-    return Installed(version, bool(manifest))
+    return Installed(version, bool(manifest), installed_claims().note if manifest else "")
 
 
 def ask_registry() -> Registry | Unanswered:
@@ -1297,9 +1398,9 @@ def ask_runner_ids(pair: Pair, spec: Any) -> RunnerIds | Unanswered:
 
 def _text_model_arch(pair: Pair) -> Any:
     """The target's text model architecture: ``text_config``'s
-    ``architectures``, else by its ``model_type`` (``TEXT_ARCHS``), else the
-    target's own."""
-    by_type = TEXT_ARCHS.get(str(pair.text_cfg.get("model_type")))
+    ``architectures``, else by its ``model_type`` (``Claims.text_archs``),
+    else the target's own."""
+    by_type = installed_claims().text_archs.get(str(pair.text_cfg.get("model_type")))
     archs = pair.text_cfg.get("architectures") or ([by_type] if by_type else None)
     return (archs or pair.target_cfg.get("architectures") or ["?"])[0]
 
@@ -1421,7 +1522,10 @@ def installed_findings(installed: Installed | Unanswered) -> list[Finding]:
         if installed.patch_queue
         else "no vpq_manifest.json: not a patch-queue build"
     )
-    return [_vllm_finding(INFO, "vllm", f"vllm {installed.version} ({build})")]
+    found = [_vllm_finding(INFO, "vllm", f"vllm {installed.version} ({build})")]
+    if installed.claims_note:
+        found.append(_vllm_finding(NOTE, "claims-fallback", installed.claims_note))
+    return found
 
 
 def target_class_findings(pair: Pair, target: TargetClass | Unanswered | None) -> list[Finding]:

@@ -12,11 +12,13 @@ One module per noun:
 - wheels: ``wheel`` (overlay build, tags, label), ``native`` (vLLM's own
   build as a second backend), ``audit`` (built vs upstream wheel), ``build``
   (the pipeline: pin -> patched tree -> audited wheels);
-- EAGLE-3: ``contract_items`` (the contract's files, claimed architectures
-  and items), ``contract`` (target-side discovery and the verdict table),
-  ``contract_drafter`` (drafter-side discovery),
-  ``contract_probe`` (runs inside a vLLM venv), ``contract_check`` (runs the
-  contract on a tree or a wheel, cached), ``venv`` (CPU venvs that import a
+- EAGLE-3: ``contract``, a package whose modules import one way:
+  ``contract.items`` (the contract's files, the one table of claimed
+  architectures, items), ``contract.target`` (target-side discovery),
+  ``contract.drafter`` (drafter-side discovery), ``contract.table`` (the
+  verdict table), ``contract.run`` (discovers and checks it on a tree or a
+  wheel, cached) and ``contract.probe`` (runs inside a vLLM venv);
+  ``venv`` (CPU venvs that import a
   wheel), ``fixture`` and ``kimi_k25_tiny_image_processor`` (the tiny
   Kimi-K2.5 checkpoint), ``scripted`` (weights with known outputs),
   ``engine_env`` (the engine tier's CPU engines), ``gpu`` (the GPU test

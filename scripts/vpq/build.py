@@ -27,17 +27,14 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from vpq import audit as audit_module
-from vpq import contract, fetch, lock, native, queue, series, tree, wheel
+from vpq import fetch, lock, native, queue, series, tree, wheel
 from vpq import git as g
 from vpq.audit import AuditReport, audit, compare_backends
+from vpq.contract.items import manifest_claims
 from vpq.errors import VpqError
 from vpq.files import write_atomic
 from vpq.workspace import Workspace
 
-#: Target-model architectures the series makes EAGLE-3 capable; recorded in
-#: the manifest, checked by the contract and, on serving hosts, by
-#: scripts/verify_install.py.
-CLAIMED_ARCHITECTURES = tuple(contract.CLAIMED)
 LABEL_PREFIX = "eagle3"
 BACKENDS = ("overlay", "setuptools")
 WORK_DIR = Workspace(Path(".")).work  # relative to the root
@@ -155,7 +152,8 @@ def _overlay(prep: Prepared, upstream_wheel: Path) -> dict[str, bytes | None]:
 
 
 def manifest(prep: Prepared, platform: str, label: str) -> dict[str, object]:
-    """The dist-info manifest: upstream pin and hashes, and each patch."""
+    """The dist-info manifest: upstream pin and hashes, each patch, and the
+    claimed architectures with their modules (``manifest_claims``)."""
     pin = prep.lock
     w = pin.wheel(platform)
     return {
@@ -182,7 +180,8 @@ def manifest(prep: Prepared, platform: str, label: str) -> dict[str, object]:
             for p in prep.patches
         ],
         "changed_files": sorted(prep.changed),
-        "eagle3_architectures": list(CLAIMED_ARCHITECTURES),
+        # the claimed architectures and their modules, for verify_install.py
+        **manifest_claims(),
     }
 
 

@@ -15,8 +15,6 @@ from vpq import (
     bench,
     build,
     cache,
-    contract,
-    contract_check,
     fetch,
     lock,
     mutation,
@@ -29,6 +27,8 @@ from vpq import (
     tree,
     worklock,
 )
+from vpq.contract import run as contract
+from vpq.contract.table import Table
 from vpq.errors import UsageError, VpqError
 from vpq.workspace import Workspace
 
@@ -68,16 +68,16 @@ def cmd_build(ns: argparse.Namespace) -> int:
         print("contract check skipped" + ("" if mine else " (no wheel for this host's platform)"))
         return 0
     pin = lock.load(root)
-    table = contract_check.for_wheel(
+    table = contract.for_wheel(
         mine[0].wheel.path, lambda: build.common_txt(pin), mine[0].wheel.sha256
     )
     return _report_contract(table, "the patched wheel")
 
 
-def _report_contract(table: contract.Table, what: str) -> int:
+def _report_contract(table: Table, what: str) -> int:
     print(f"EAGLE-3 contract on {what}:")
     print(table.render())
-    contract_check.require(table, what)
+    contract.require(table, what)
     print("contract ok")
     return 0
 
@@ -93,7 +93,7 @@ def cmd_bench(ns: argparse.Namespace) -> int:
 def cmd_contract(ns: argparse.Namespace) -> int:
     """``vpq contract``: the EAGLE-3 contract table for the series (or ``--upstream``)."""
     what = "unpatched upstream" if ns.upstream else "the patched wheel"
-    return _report_contract(contract_check.for_checkout(_root(ns), upstream=ns.upstream), what)
+    return _report_contract(contract.for_checkout(_root(ns), upstream=ns.upstream), what)
 
 
 def cmd_mutation(ns: argparse.Namespace) -> int:

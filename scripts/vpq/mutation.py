@@ -29,8 +29,9 @@ import tempfile
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from vpq import build, contract_check, probe, queue, tree
+from vpq import build, probe, queue, tree
 from vpq import git as g
+from vpq.contract import run as contract
 from vpq.errors import VpqError
 from vpq.files import write_atomic
 
@@ -148,7 +149,7 @@ def check(root: Path, names: list[str] | None = None) -> list[Verdict]:
         raise MutationError(f"not in series: {', '.join(unknown)}")
     probes = probe.load(root)
     chosen = [probes[n] for n in (names or list(by_name)) if n in probes]
-    python = contract_check.deps_python(prep.repo, prep.upstream_ref)
+    python = contract.deps_python(prep.repo, prep.upstream_ref)
     commits = queue.commits_since(prep.repo, prep.upstream_ref, queue.PATCHED_BRANCH)
     series = Series(prep.repo, prep.upstream_ref, dict(zip(by_name, commits, strict=True)))
     verdicts = []

@@ -7,7 +7,7 @@ on a release that already behaves the same, and lands on a person. A probe
 is the patch's behaviour as tests (pytest node ids from this repository's
 ``tests/semantics`` and ``tests/parsers``, which run inside an interpreter
 that imports the vLLM under test) and/or as EAGLE-3 contract items (labels
-of ``vpq.contract``'s table, e.g. ``config.media_placeholder_token_id``,
+of ``vpq.contract.table``, e.g. ``config.media_placeholder_token_id``,
 wherever upstream moved the code that reads them). When every test a
 patch's probe selects passes and every item it names holds on the
 *unpatched* target release, upstream has the behaviour and the patch is
@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vpq import progress
-from vpq.contract import Table
+from vpq.contract.table import Table
 from vpq.errors import VpqError
 
 PROBES_FILE = "probes.toml"

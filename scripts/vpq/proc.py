@@ -1,7 +1,7 @@
 """Child processes: one way to run a command and report its failure, and
 the tagged-line protocol the probes speak.
 
-A probe (``contract_probe.py``, the tests' ``eagle3_probe.py`` and
+A probe (``contract/probe.py``, the tests' ``eagle3_probe.py`` and
 ``fixture_probe.py``) runs in another interpreter and prints its result as
 one line ``<TAG> <json>``; ``tagged_json`` reads the last such line, so
 whatever vLLM logs to stdout around it does not matter.

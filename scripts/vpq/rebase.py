@@ -56,9 +56,6 @@ from packaging.version import InvalidVersion, Version
 
 from vpq import (
     build,
-    contract,
-    contract_check,
-    contract_drafter,
     fetch,
     lock,
     probe,
@@ -70,6 +67,9 @@ from vpq import (
     wheel,
 )
 from vpq import git as g
+from vpq.contract import drafter as contract_drafter
+from vpq.contract import run as contract_check
+from vpq.contract import table as contract
 from vpq.errors import VpqError
 from vpq.files import write_atomic
 from vpq.workspace import Workspace

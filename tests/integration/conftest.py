@@ -12,9 +12,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from vpq import build, contract, fetch, fixture, lock
+from vpq import build, fetch, fixture, lock
 from vpq import git as g
 from vpq import venv as envs
+from vpq.contract import items as contract_items
+from vpq.contract import run as contract_run
+from vpq.contract import table as contract_table
 from vpq.proc import tagged_json
 
 from tests.conftest import REPO_ROOT
@@ -118,21 +121,21 @@ def run_in_venv(python: Path, suite: str, env: dict[str, str], tmp_path: Path) -
     return outcomes
 
 
-def discover_at(ref: str) -> list[contract.Item]:
+def discover_at(ref: str) -> list[contract_items.Item]:
     """The EAGLE-3 contract discovered at ``ref`` of build/work."""
     repo = REPO_ROOT / build.WORK_DIR
-    return contract.discover(lambda p: g.git(["show", f"{ref}:{p}"], repo).stdout.decode())
+    return contract_run.discover(lambda p: g.git(["show", f"{ref}:{p}"], repo).stdout.decode())
 
 
 @pytest.fixture(scope="session")
-def patched_table(patched_python) -> contract.Table:
+def patched_table(patched_python) -> contract_table.Table:
     """The contract table of the patched wheel."""
     build.prepare(REPO_ROOT)
-    return contract.check(patched_python, discover_at("patched"))
+    return contract_run.check(patched_python, discover_at("patched"))
 
 
 @pytest.fixture(scope="session")
-def upstream_table(upstream_python, pin) -> contract.Table:
+def upstream_table(upstream_python, pin) -> contract_table.Table:
     """The contract table of unpatched upstream 0.17.1."""
     build.prepare(REPO_ROOT)
-    return contract.check(upstream_python, discover_at(f"upstream/{pin.version}"))
+    return contract_run.check(upstream_python, discover_at(f"upstream/{pin.version}"))

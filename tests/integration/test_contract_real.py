@@ -11,16 +11,20 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from vpq import build, contract, contract_drafter, fetch
+from vpq import build, fetch
 from vpq import git as g
 from vpq import venv as envs
+from vpq.contract import items as contract_items
+from vpq.contract import run as contract_run
+from vpq.contract import table as contract_table
+from vpq.contract import target as contract_target
 
 from tests.conftest import REPO_ROOT
 from tests.integration.conftest import discover_at
 
 KIMI = "KimiK25ForConditionalGeneration"
-ALL = list(contract.CLAIMED)
-HEADS = list(contract_drafter.DRAFTERS)
+ALL = list(contract_items.CLAIMS)
+HEADS = list(contract_items.DRAFTERS)
 MLA_HEADS = ["Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"]
 MLA_PATCH = "patches/model_executor/models/deepseek_eagle3-add-mla-eagle3-drafter.patch"
 #: What the proposer requires of every EAGLE-3 head on the pin's source.
@@ -34,7 +38,7 @@ DRAFTER_ROWS = (
 )
 
 
-def discover_in_release(key: str) -> list[contract.Item]:
+def discover_in_release(key: str) -> list[contract_items.Item]:
     """Discovery on the sources of a hash-pinned release (tests/reference-upstreams.toml)."""
     ref = tomllib.loads((REPO_ROOT / "tests/reference-upstreams.toml").read_text())[key]
     sdist = fetch.fetch("vllm", ref["filename"], ref["sha256"])
@@ -45,10 +49,10 @@ def discover_in_release(key: str) -> list[contract.Item]:
             assert member is not None
             return member.read().decode()
 
-        return contract.discover(read)
+        return contract_run.discover(read)
 
 
-def test_contract_holds_on_the_patched_wheel(patched_table: contract.Table) -> None:
+def test_contract_holds_on_the_patched_wheel(patched_table: contract_table.Table) -> None:
     print(patched_table.render())
     assert patched_table.gaps == []
     rows = patched_table.rows
@@ -66,7 +70,7 @@ def test_contract_holds_on_the_patched_wheel(patched_table: contract.Table) -> N
 
 
 def test_contract_reports_the_gaps_the_series_fixes_on_unpatched_upstream(
-    upstream_table: contract.Table,
+    upstream_table: contract_table.Table,
 ) -> None:
     print(upstream_table.render())
     expected = (
@@ -113,9 +117,9 @@ def test_contract_flags_a_wrapper_that_only_inherits_the_protocol(
     prep = build.prepare(root)
     (res,) = build.build_wheels(root, platform="x86_64", out_dir=tmp_path / "dist", prep=prep)
     python = envs.wheel_env(tmp_path / "venv", deps_venv, res.wheel.path)
-    table = contract.check(
+    table = contract_run.check(
         python,
-        contract.discover(lambda p: g.git(["show", f"patched:{p}"], prep.repo).stdout.decode()),
+        contract_run.discover(lambda p: g.git(["show", f"patched:{p}"], prep.repo).stdout.decode()),
     )
     print(table.render())
     assert table.rows["supports_eagle3(model)"][KIMI] == "ok"  # the flag alone passes...
@@ -133,7 +137,10 @@ def test_discovery_finds_new_calls_in_a_newer_upstream_by_itself() -> None:
     assert "get_eagle3_default_aux_hidden_state_layers" not in {
         i.name for i in discover_at("patched")
     }
-    assert "get_eagle3_default_aux_hidden_state_layers" not in Path(contract.__file__).read_text()
+    assert all(
+        "get_eagle3_default_aux_hidden_state_layers" not in p.read_text()
+        for p in Path(contract_run.__file__).parent.glob("*.py")
+    )
 
 
 #: The runner items of the pin, with the one upstream renamed since (0.18.0).
@@ -158,7 +165,7 @@ def test_discovery_follows_both_runners_through_their_helpers_in_later_releases(
         (k, n) for k, n in pinned if k in ("interface", "method") and n != "get_language_model"
     }
     files = {i.file for i in items if i.kind == "interface"}
-    assert files == {contract.RUNNER, "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"}
+    assert files == {contract_items.RUNNER, "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"}
     # The proposer's read of Kimi-K2.5's placeholder, wherever load_model lives
     # (eagle.py through 0.19.x, llm_base_proposer.py from 0.20.0).
     assert "media_placeholder_token_id" in {i.name for i in items if i.kind == "config_attr"}
@@ -186,8 +193,10 @@ def test_contract_flags_a_registered_mla_head_the_proposer_would_refuse(
     (res,) = build.build_wheels(root, platform="x86_64", out_dir=tmp_path / "dist", prep=prep)
     python = envs.wheel_env(tmp_path / "venv", deps_venv, res.wheel.path)
     read = lambda p: g.git(["show", f"patched:{p}"], prep.repo).stdout.decode()  # noqa: E731
-    table = contract.check(
-        python, contract.discover(read), modules=contract.model_modules(read(contract.REGISTRY))
+    table = contract_run.check(
+        python,
+        contract_run.discover(read),
+        modules=contract_target.model_modules(read(contract_items.REGISTRY)),
     )
     print(table.render())
     assert table.rows["speculative registry: EAGLE-3 head"] == {h: "ok" for h in HEADS}

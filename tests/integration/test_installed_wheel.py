@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from vpq import build
+from vpq.contract import items as contract_items
 
 from tests.conftest import REPO_ROOT
 
@@ -23,7 +23,8 @@ def test_manifest_is_readable_with_importlib_metadata(patched_probe, pin) -> Non
     man = patched_probe["manifest"]
     assert man["ok"], man
     assert man["value"]["upstream"]["version"] == pin.version
-    assert man["value"]["eagle3_architectures"] == list(build.CLAIMED_ARCHITECTURES)
+    assert man["value"]["eagle3_architectures"] == list(contract_items.CLAIMS)
+    assert man["value"]["eagle3_claims"] == contract_items.manifest_claims()["eagle3_claims"]
 
 
 def test_claimed_architectures_support_eagle3(patched_probe) -> None:

@@ -8,12 +8,13 @@ everywhere, and one that failed on the patched wheel would absorb nothing.
 
 from __future__ import annotations
 
-from vpq import contract, probe, series
+from vpq import probe, series
+from vpq.contract import table as contract_table
 
 from tests.conftest import REPO_ROOT
 
 
-def _verdicts(python, table: contract.Table) -> dict[str, tuple[bool, str]]:  # type: ignore[no-untyped-def]
+def _verdicts(python, table: contract_table.Table) -> dict[str, tuple[bool, str]]:  # type: ignore[no-untyped-def]
     return probe.run_all(python, REPO_ROOT, series.read_series(REPO_ROOT), None, table)
 
 

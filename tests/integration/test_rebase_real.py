@@ -14,8 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from vpq import contract, contract_check, lock, rebase, series
 from vpq import git as g
+from vpq import lock, rebase, series
+from vpq.contract import run as contract_run
+from vpq.contract import table as contract_table
 
 from tests.conftest import REPO_ROOT
 
@@ -251,9 +253,9 @@ def textual_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """Judge patches by their text alone: no contract import and no probe
     run on the target (an empty table, no probes), so a move costs seconds.
     The pre-check, the 3-way replay and the export are the real ones."""
-    empty = contract.Table(rows={}, where={})
+    empty = contract_table.Table(rows={}, where={})
     monkeypatch.setattr(rebase, "_judge_target", lambda *a: (empty, {}))
-    monkeypatch.setattr(contract_check, "for_tree", lambda *a: empty)
+    monkeypatch.setattr(contract_run, "for_tree", lambda *a: empty)
 
 
 def test_the_whole_series_moves_to_0_17_0_and_back_byte_identical(

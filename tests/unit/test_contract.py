@@ -8,7 +8,10 @@ import textwrap
 from typing import Protocol
 
 import pytest
-from vpq import contract, contract_probe
+from vpq.contract import items as contract_items
+from vpq.contract import probe as contract_probe
+from vpq.contract import table as contract_table
+from vpq.contract import target as contract_target
 
 RUNNER = textwrap.dedent(
     """
@@ -41,10 +44,15 @@ PROPOSER = textwrap.dedent(
 )
 
 
+def _source(proposer: str):
+    """A reader of a tree whose proposer module is ``proposer``."""
+    return {contract_items.PROPOSER: proposer}.__getitem__
+
+
 def test_runner_discovery_finds_the_interface_check_and_every_model_call_on_the_eagle3_path() -> (
     None
 ):
-    items = contract.discover_runner(RUNNER)
+    items = contract_target.discover_runner(RUNNER)
     assert [(i.kind, i.name) for i in items] == [
         ("interface", "supports_eagle3"),
         ("method", "get_eagle3_aux_hidden_state_layers"),
@@ -54,7 +62,7 @@ def test_runner_discovery_finds_the_interface_check_and_every_model_call_on_the_
 
 
 def test_proposer_discovery_records_the_branch_that_leads_to_each_config_read() -> None:
-    items = {i.name: i for i in contract.discover_proposer(PROPOSER)}
+    items = {i.name: i for i in contract_target.discover_proposer(_source(PROPOSER))}
     assert set(items) == {
         "image_token_id",
         "media_placeholder_token_id",
@@ -86,14 +94,16 @@ def test_proposer_discovery_follows_load_model_into_the_base_class_module() -> N
     )
     base = "vllm/v1/spec_decode/llm_base_proposer.py"
     sources = {base: PROPOSER.replace("class EagleProposer:", "class SpecDecodeBaseProposer:")}
-    assert contract.discover_proposer(eagle) == []  # without a reader: only the module itself
-    items = contract.discover_proposer(eagle, contract.PROPOSER, sources.__getitem__)
-    assert {i.name for i in items} == {i.name for i in contract.discover_proposer(PROPOSER)}
+    sources[contract_items.PROPOSER] = eagle
+    items = contract_target.discover_proposer(sources.__getitem__)
+    assert {i.name for i in items} == {
+        i.name for i in contract_target.discover_proposer(_source(PROPOSER))
+    }
     assert {i.where.split(":")[0] for i in items} == {base}
 
 
 def test_guards_pick_the_branch_for_each_architecture() -> None:
-    items = {i.name: i for i in contract.discover_proposer(PROPOSER)}
+    items = {i.name: i for i in contract_target.discover_proposer(_source(PROPOSER))}
     Kimi = type("Kimi", (), {})
     A = type("A", (), {})
     g = items["media_placeholder_token_id"].guards
@@ -126,8 +136,11 @@ def test_a_protocol_method_inherited_without_implementation_is_a_stub() -> None:
 
 
 def test_table_reports_the_worst_verdict_and_lists_gaps() -> None:
-    t = contract.Table(
-        rows={"model.x()": {a: "ok" for a in contract.CLAIMED} | {"DeepseekV2ForCausalLM": "stub"}},
+    t = contract_table.Table(
+        rows={
+            "model.x()": {a: "ok" for a in contract_items.CLAIMS}
+            | {"DeepseekV2ForCausalLM": "stub"}
+        },
         where={"model.x()": "f.py:1"},
     )
     assert t.gaps == [("model.x()", "DeepseekV2ForCausalLM", "stub")]
@@ -150,7 +163,7 @@ SPECULATIVE = textwrap.dedent(
 
 
 def test_gate_discovery_finds_the_allowlist_the_eagle3_check_uses() -> None:
-    (gate,) = contract.discover_gate(SPECULATIVE)
+    (gate,) = contract_target.discover_gate(SPECULATIVE)
     assert (gate.kind, gate.name, gate.values) == (
         "gate",
         "eagle3_target_supported",
@@ -164,7 +177,7 @@ def test_gate_discovery_finds_the_allowlist_the_eagle3_check_uses() -> None:
 
 
 def test_holds_for_needs_an_ok_cell_owned_by_each_file() -> None:
-    t = contract.Table(
+    t = contract_table.Table(
         rows={"a": {"X": "ok"}, "b": {"X": "missing"}},
         where={"a": "f:1", "b": "g:1"},
         files={("a", "X"): {"f.py"}, ("b", "X"): {"g.py"}},
@@ -211,17 +224,19 @@ HELPER = textwrap.dedent(
 
 
 def test_runner_discovery_follows_a_guard_clause_in_a_helper_method() -> None:
-    items = contract.discover_runner(RUNNER_GUARD_CLAUSE)
+    items = contract_target.discover_runner(RUNNER_GUARD_CLAUSE)
     assert [(i.kind, i.name, i.where) for i in items] == [
-        ("interface", "supports_eagle3", f"{contract.RUNNER}:6"),
-        ("method", "get_eagle3_default_aux_hidden_state_layers", f"{contract.RUNNER}:8"),
-        ("method", "set_aux_hidden_state_layers", f"{contract.RUNNER}:9"),
+        ("interface", "supports_eagle3", f"{contract_items.RUNNER}:6"),
+        ("method", "get_eagle3_default_aux_hidden_state_layers", f"{contract_items.RUNNER}:8"),
+        ("method", "set_aux_hidden_state_layers", f"{contract_items.RUNNER}:9"),
     ]
 
 
 def test_runner_discovery_follows_the_model_into_a_helper_module() -> None:
     helper = "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"
-    items = contract.discover_runner(RUNNER_V2, contract.RUNNER_V2, {helper: HELPER}.__getitem__)
+    items = contract_target.discover_runner(
+        RUNNER_V2, contract_items.RUNNER_V2, {helper: HELPER}.__getitem__
+    )
     assert [(i.kind, i.name, i.where) for i in items] == [
         ("interface", "supports_eagle3", f"{helper}:3"),
         ("method", "set_aux_hidden_state_layers", f"{helper}:6"),
@@ -233,12 +248,61 @@ def test_a_runner_whose_eagle3_path_is_lost_names_the_functions_to_look_at() -> 
     lost = RUNNER_V2.replace(
         "set_eagle3_aux_hidden_state_layers(self.model,", "set_eagle3_aux_hidden_state_layers(None,"
     )
-    with pytest.raises(contract.ContractError) as err:
-        contract.discover_runner(lost, contract.RUNNER_V2, {}.__getitem__)
-    assert f"Discovery lost the path in load_model ({contract.RUNNER_V2}:5)" in str(err.value)
+    with pytest.raises(contract_items.ContractError) as err:
+        contract_target.discover_runner(lost, contract_items.RUNNER_V2, {}.__getitem__)
+    assert f"Discovery lost the path in load_model ({contract_items.RUNNER_V2}:5)" in str(err.value)
 
 
 def test_an_opt_in_runner_without_an_eagle3_path_adds_nothing() -> None:
     """0.16.0's opt-in runner sets no EAGLE-3 layers at all: not an error there."""
     quiet = RUNNER_V2.replace("set_eagle3_aux_hidden_state_layers(self.model,", "print(")
-    assert contract.discover_runner(quiet, contract.RUNNER_V2, {}.__getitem__, required=False) == []
+    assert (
+        contract_target.discover_runner(
+            quiet, contract_items.RUNNER_V2, {}.__getitem__, required=False
+        )
+        == []
+    )
+
+
+def test_both_sides_follow_the_proposer_s_class_chain_however_deep() -> None:
+    """The target side reads ``load_model`` along the same class chain the
+    drafter side scans (``items.proposer_classes``): two levels of bases,
+    each in its own module, are followed to the one that defines it."""
+    chain = {
+        contract_items.PROPOSER: textwrap.dedent(
+            """
+            from vllm.v1.spec_decode.mid import MidProposer
+
+            class EagleProposer(MidProposer):
+                pass
+            """
+        ),
+        "vllm/v1/spec_decode/mid.py": textwrap.dedent(
+            """
+            from vllm.v1.spec_decode.base import BaseProposer
+
+            class MidProposer(BaseProposer):
+                pass
+            """
+        ),
+        "vllm/v1/spec_decode/base.py": PROPOSER.replace(
+            "class EagleProposer:", "class BaseProposer:"
+        ),
+    }
+    classes = contract_items.proposer_classes(chain.__getitem__)
+    assert [c.name for _, c, _ in classes] == ["EagleProposer", "MidProposer", "BaseProposer"]
+    items = contract_target.discover_proposer(chain.__getitem__)
+    assert {i.file for i in items} == {"vllm/v1/spec_decode/base.py"}
+    assert {i.name for i in items} == {
+        i.name for i in contract_target.discover_proposer(_source(PROPOSER))
+    }
+
+
+def test_the_contract_reads_kimi_s_config_with_the_tiny_checkpoint_s_top_level_keys() -> None:
+    """The probe makes Kimi-K2.5's config with ``Claim.checkpoint``, the
+    top-level keys the tiny checkpoint writes (the contract imports no test
+    checkpoints; this holds the two equal)."""
+    from vpq import fixture
+
+    kimi = contract_items.CLAIMS["KimiK25ForConditionalGeneration"]
+    assert dict(kimi.checkpoint) == fixture.KIMI_K25_TOP_LEVEL

@@ -8,7 +8,10 @@ import textwrap
 from collections import OrderedDict
 
 import pytest
-from vpq import contract, contract_drafter, contract_probe
+from vpq.contract import drafter as contract_drafter
+from vpq.contract import items as contract_items
+from vpq.contract import probe as contract_probe
+from vpq.contract import table as contract_table
 
 EAGLE = textwrap.dedent(
     """
@@ -61,7 +64,7 @@ BASE = textwrap.dedent(
     """
 )
 SOURCES = {
-    contract.PROPOSER: EAGLE,
+    contract_items.PROPOSER: EAGLE,
     "vllm/v1/spec_decode/base_proposer.py": BASE,
 }
 REGISTRY = textwrap.dedent(
@@ -78,21 +81,24 @@ REGISTRY = textwrap.dedent(
 M = "vllm.model_executor.models."
 
 
-def _by_label() -> dict[str, contract.Item]:
+def _by_label() -> dict[str, contract_items.Item]:
     items = contract_drafter.discover_proposer(SOURCES.__getitem__)
-    out: dict[str, contract.Item] = {}
+    out: dict[str, contract_items.Item] = {}
     for i in items:
         out.setdefault(i.label, i)
     return out
 
 
-def _method_guards(item: contract.Item) -> list[tuple[object, object]]:
+def _method_guards(item: contract_items.Item) -> list[tuple[object, object]]:
     return [(g["names"], g["expect"]) for g in item.guards if g["kind"] == "method_in"]
 
 
 def test_drafter_discovery_follows_the_proposer_into_its_base_class_module() -> None:
     items = contract_drafter.discover_proposer(SOURCES.__getitem__)
-    assert {i.file for i in items} == {"vllm/v1/spec_decode/base_proposer.py", contract.PROPOSER}
+    assert {i.file for i in items} == {
+        "vllm/v1/spec_decode/base_proposer.py",
+        contract_items.PROPOSER,
+    }
     assert all(i.side == "drafter" for i in items)
 
 
@@ -136,28 +142,28 @@ def test_registry_discovery_lists_the_eagle3_heads() -> None:
     (item,) = contract_drafter.discover_registry(REGISTRY)
     assert item.kind == "drafter_registry"
     assert item.values == ["Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3"]
-    assert item.where == f"{contract.REGISTRY}:5"
+    assert item.where == f"{contract_items.REGISTRY}:5"
 
 
 def test_a_registry_without_eagle3_heads_is_one_clear_error() -> None:
-    with pytest.raises(contract.ContractError) as err:
+    with pytest.raises(contract_items.ContractError) as err:
         contract_drafter.discover_registry(REGISTRY.replace("Eagle3", "Eagle4"))
-    assert str(err.value).startswith(f"{contract.REGISTRY}: found no EAGLE-3 head")
+    assert str(err.value).startswith(f"{contract_items.REGISTRY}: found no EAGLE-3 head")
 
 
 def test_a_proposer_that_moved_names_the_file_where_discovery_lost_it() -> None:
-    moved = {contract.PROPOSER: EAGLE.replace("class EagleProposer", "class EagleDrafter")}
-    with pytest.raises(contract.ContractError) as err:
+    moved = {contract_items.PROPOSER: EAGLE.replace("class EagleProposer", "class EagleDrafter")}
+    with pytest.raises(contract_items.ContractError) as err:
         contract_drafter.discover_proposer(moved.__getitem__)
-    assert f"{contract.PROPOSER}: no class EagleProposer" in str(err.value)
+    assert f"{contract_items.PROPOSER}: no class EagleProposer" in str(err.value)
 
 
 def test_a_proposer_without_drafter_calls_names_the_classes_scanned() -> None:
     quiet = {
-        contract.PROPOSER: EAGLE.replace("self.model.", "self.other."),
+        contract_items.PROPOSER: EAGLE.replace("self.model.", "self.other."),
         "vllm/v1/spec_decode/base_proposer.py": BASE.replace("self.model", "self.other"),
     }
-    with pytest.raises(contract.ContractError) as err:
+    with pytest.raises(contract_items.ContractError) as err:
         contract_drafter.discover_proposer(quiet.__getitem__)
     message = str(err.value)
     assert "found no call on the draft model" in message
@@ -197,15 +203,17 @@ def test_an_unregistered_head_is_missing_from_the_registry_and_unchecked_elsewhe
 
 
 def test_table_renders_the_drafter_rows_under_their_own_heads() -> None:
-    heads = list(contract_drafter.DRAFTERS)
-    t = contract._table(
+    heads = list(contract_items.DRAFTERS)
+    t = contract_table.from_results(
         [
-            contract.Item("method", "x", "r.py:1"),
-            contract.Item("drafter_method", "combine_hidden_states", "p.py:2", side="drafter"),
-            contract.Item("drafter_registry", "eagle3_heads", "g.py:3", side="drafter"),
+            contract_items.Item("method", "x", "r.py:1"),
+            contract_items.Item(
+                "drafter_method", "combine_hidden_states", "p.py:2", side="drafter"
+            ),
+            contract_items.Item("drafter_registry", "eagle3_heads", "g.py:3", side="drafter"),
         ],
         [
-            {a: "ok" for a in contract.CLAIMED},
+            {a: "ok" for a in contract_items.CLAIMS},
             {h: "ok" for h in heads[:2]} | {h: "n/a" for h in heads[2:]},
             {h: "ok" for h in heads[:2]} | {h: "missing" for h in heads[2:]},
         ],
@@ -220,8 +228,8 @@ def test_table_renders_the_drafter_rows_under_their_own_heads() -> None:
     assert t.files[("drafter.combine_hidden_states()", heads[0])] == {
         "vllm/model_executor/models/llama_eagle3.py"
     }
-    assert t.holds_for([contract.REGISTRY]) is False
+    assert t.holds_for([contract_items.REGISTRY]) is False
     # a rebase leaves out the heads the series did not serve before
     assert t.without(set(heads[2:])).gaps == []
-    again = contract.Table.from_json(t.to_json())
+    again = contract_table.Table.from_json(t.to_json())
     assert again.rows == t.rows and again.files == t.files

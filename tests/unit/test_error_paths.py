@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from vpq import contract, fetch, native, venv
+from vpq import fetch, native, venv
+from vpq.contract import items as contract_items
+from vpq.contract import run as contract_run
 
 
 def test_no_index_and_no_pip_is_a_fetch_error(
@@ -41,10 +43,10 @@ def test_a_contract_probe_that_hangs_is_a_contract_error(
     hang = tmp_path / "python"
     hang.write_text("#!/bin/sh\nexec sleep 30\n")
     hang.chmod(0o755)
-    monkeypatch.setattr(contract, "PROBE_TIMEOUT_S", 1)
-    item = contract.Item(kind="interface", name="supports_eagle3", where="x.py:1")
-    with pytest.raises(contract.ContractError, match=r"did not finish in 1 s"):
-        contract.check(hang, [item])
+    monkeypatch.setattr(contract_run, "PROBE_TIMEOUT_S", 1)
+    item = contract_items.Item(kind="interface", name="supports_eagle3", where="x.py:1")
+    with pytest.raises(contract_items.ContractError, match=r"did not finish in 1 s"):
+        contract_run.check(hang, [item])
 
 
 def test_a_build_step_that_leaves_no_wheel_is_a_native_build_error(tmp_path: Path) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from vpq import contract_check, mutation, probe
+from vpq import mutation, probe
+from vpq.contract import run as contract_run
 
 from tests.unit.tiny_upstream import Upstream
 
@@ -67,7 +68,7 @@ def test_the_tiny_queue_without_its_patch_fails_the_probe_on_an_assertion(
     """End to end on the tiny upstream: the patched tree passes the probe,
     the tree with the patch reverse-applied fails it on its assertion; a
     probe that asserts nothing the patch changes misses it."""
-    monkeypatch.setattr(contract_check, "deps_python", lambda *a: Path(sys.executable))
+    monkeypatch.setattr(contract_run, "deps_python", lambda *a: Path(sys.executable))
     test = one_patch.root / "tests" / "probes" / "test_f10.py"
     test.parent.mkdir(parents=True)
     test.write_text(

@@ -14,7 +14,9 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from vpq import contract, contract_check, lock, probe, rebase, series
+from vpq import lock, probe, rebase, series
+from vpq.contract import run as contract_run
+from vpq.contract import table as contract_table
 
 from tests.unit.tiny_upstream import MOD, Upstream, publish, replace_line
 
@@ -150,7 +152,7 @@ def test_a_probe_that_ran_nothing_or_did_not_collect_absorbs_nothing() -> None:
 
 
 def test_contract_items_hold_only_where_discovered_with_an_ok_and_no_gap() -> None:
-    table = contract.Table(
+    table = contract_table.Table(
         rows={
             "config.media_placeholder_token_id": {"Kimi": "ok", "DeepseekV3": "n/a"},
             "supports_eagle3(model)": {"Kimi": "ok", "DeepseekV3": "missing"},
@@ -176,10 +178,10 @@ def test_a_patch_with_a_probe_is_not_absorbed_by_the_file_level_contract(
     """vllm/mod.py's part of the contract holds on 1.1, which would absorb
     every patch to that file; the patch's own probe says 1.1 lacks it."""
     _release_1_1(one_patch, MOD, monkeypatch)
-    holding = contract.Table(
+    holding = contract_table.Table(
         rows={"mod.f10": {"A": "ok"}}, where={}, files={("mod.f10", "A"): {"vllm/mod.py"}}
     )
-    monkeypatch.setattr(contract_check, "check_source", lambda *a, **k: holding)
+    monkeypatch.setattr(contract_run, "check_source", lambda *a, **k: holding)
     assert (_check(one_patch).status, _check(one_patch).signal) == ("absorbed", "contract")
     _with_probe(one_patch)
     assert _check(one_patch).status == "clean"

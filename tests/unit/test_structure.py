@@ -10,22 +10,27 @@ from pathlib import Path
 from tests.conftest import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "scripts" / "vpq"
-SOURCES = [*sorted(PACKAGE.glob("*.py")), REPO_ROOT / "scripts" / "verify_install.py"]
+MODULES = sorted(PACKAGE.rglob("*.py"))
+SOURCES = [*MODULES, REPO_ROOT / "scripts" / "verify_install.py"]
 MAX_LINES = 60
+#: The contract package's modules in the one order they may import each other.
+CONTRACT_ORDER = ["items", "target", "drafter", "table", "run"]
 
 
 def _module(path: Path) -> str:
-    return "vpq" if path.stem == "__init__" else f"vpq.{path.stem}"
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _imports(path: Path, modules: set[str]) -> set[str]:
-    """The ``vpq`` modules ``path`` imports, at module level or in a function."""
+    """The ``vpq`` modules ``path`` imports, at module level or in a function
+    (``from vpq.x import y`` counts as importing ``vpq.x.y`` where that is a
+    module, else ``vpq.x``)."""
     out: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module == "vpq":
-            out |= {f"vpq.{a.name}" for a in node.names} & modules
-        elif isinstance(node, ast.ImportFrom) and node.module in modules:
-            out.add(node.module)
+        if isinstance(node, ast.ImportFrom) and node.module in modules:
+            subs = {f"{node.module}.{a.name}" for a in node.names} & modules
+            out |= subs or {node.module}
         elif isinstance(node, ast.Import):
             out |= {a.name for a in node.names} & modules
     return out - {_module(path)}
@@ -57,11 +62,31 @@ def _functions(path: Path) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
     return [n for n in ast.walk(tree) if isinstance(n, kinds)]
 
 
+def _graph() -> dict[str, set[str]]:
+    modules = {_module(p) for p in MODULES}
+    return {_module(p): _imports(p, modules) for p in MODULES}
+
+
 def test_imports_inside_the_package_go_one_way() -> None:
-    paths = sorted(PACKAGE.glob("*.py"))
-    modules = {_module(p) for p in paths}
-    graph = {_module(p): _imports(p, modules) for p in paths}
+    graph = _graph()
     assert _cycle(graph) is None, f"import cycle: {' -> '.join(_cycle(graph) or [])}"
+
+
+def test_the_contract_imports_items_then_target_drafter_table_run() -> None:
+    """Each module of ``vpq.contract`` imports only those before it in
+    ``CONTRACT_ORDER``; the probe and the package's ``__init__`` import none
+    of them, and the contract imports no test checkpoints (``vpq.fixture``)."""
+    graph = _graph()
+    order = [f"vpq.contract.{m}" for m in CONTRACT_ORDER]
+    backwards = {
+        (m, dep)
+        for k, m in enumerate(order)
+        for dep in graph[m]
+        if dep.startswith("vpq.contract") and dep not in order[:k]
+    }
+    assert backwards == set()
+    assert graph["vpq.contract"] == graph["vpq.contract.probe"] == set()
+    assert not any("vpq.fixture" in graph[m] for m in order)
 
 
 def test_every_public_function_and_class_has_a_docstring() -> None:
@@ -70,16 +95,24 @@ def test_every_public_function_and_class_has_a_docstring() -> None:
         f"{path.relative_to(REPO_ROOT)}:{node.lineno} {node.name}"
         for path in SOURCES
         for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, kinds) and not node.name.startswith("_")
-        and not ast.get_docstring(node)
+        if isinstance(node, kinds) and not node.name.startswith("_") and not ast.get_docstring(node)
     ]
     assert missing == []
 
 
 def test_the_package_docstring_names_every_module() -> None:
+    """``vpq/__init__.py`` names each module (``contract.items`` for one in
+    the contract package), and the contract package's own docstring names
+    each of its modules."""
     index = (PACKAGE / "__init__.py").read_text()
-    unnamed = [p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"]
-    unnamed = [m for m in unnamed if f"``{m}``" not in index]
+    names = [_module(p).removeprefix("vpq.") for p in MODULES if p.stem != "__init__"]
+    unnamed = [m for m in names if f"``{m}``" not in index]
+    contract = (PACKAGE / "contract" / "__init__.py").read_text()
+    unnamed += [
+        f"contract/{p.stem}"
+        for p in (PACKAGE / "contract").glob("*.py")
+        if p.stem != "__init__" and f"``{p.stem}``" not in contract
+    ]
     assert unnamed == []
 
 

@@ -1,17 +1,27 @@
 """scripts/verify_install.py as a file: one standard-library script that a
-serving host copies, with the claimed architectures it knows held equal to
-the repository's one table (``vpq.contract.CLAIMS``). Its function lengths
-and docstrings are held by tests/unit/test_structure.py, with the package's."""
+serving host copies. The claimed architectures reach it through the wheel's
+manifest, written from the repository's one table
+(``vpq.contract.items.CLAIMS``); its fallback copy is held equal to that
+table. Its function lengths and docstrings are held by
+tests/unit/test_structure.py, with the package's."""
 
 from __future__ import annotations
 
 import ast
+import importlib.metadata as md
+import json
 import sys
+import types
+import zipfile
+from pathlib import Path
 
+import pytest
 import verify_install as vi
-from vpq import build, contract
+from vpq import build
+from vpq.contract import items as contract_items
 
 from tests.conftest import REPO_ROOT
+from tests.unit.tiny_upstream import Upstream
 
 SCRIPT = REPO_ROOT / "scripts" / "verify_install.py"
 TREE = ast.parse(SCRIPT.read_text(encoding="utf-8"))
@@ -36,19 +46,88 @@ def test_the_script_needs_only_the_standard_library() -> None:
     assert inner - set(sys.stdlib_module_names) <= SERVING_HOST_PACKAGES
 
 
-def test_the_script_knows_exactly_the_architectures_the_build_claims() -> None:
-    """The manifest's ``eagle3_architectures`` (``build.CLAIMED_ARCHITECTURES``)
-    are what ``verify_install.py`` checks on a serving host: a new claim
-    without its module there would first fail on the host."""
-    assert list(vi.MODULES) == list(contract.CLAIMS) == list(build.CLAIMED_ARCHITECTURES)
-    assert vi.MODULES == {a: c.module for a, c in contract.CLAIMS.items()}
-    assert list(contract.CLAIMED) == list(contract.TEXT_MODEL_TYPES) == list(contract.CLAIMS)
+def test_the_fallback_copy_is_the_one_table_as_the_manifest_records_it() -> None:
+    """``FALLBACK_CLAIMS`` (used only for a wheel whose manifest carries no
+    claims) is ``CLAIMS`` as the build writes it into the manifest: a new
+    claim without its copy here fails this test, not a serving host."""
+    recorded = contract_items.manifest_claims()
+    assert vi.FALLBACK_CLAIMS == recorded["eagle3_claims"]
+    assert list(vi.FALLBACK_CLAIMS) == recorded["eagle3_architectures"]
+    assert list(vi.FALLBACK_CLAIMS) == list(contract_items.CLAIMS)
+
+
+def test_the_manifest_s_claims_are_used_and_only_their_absence_falls_back_with_a_note() -> None:
+    recorded = vi.claims_from(contract_items.manifest_claims())
+    assert (recorded.table, recorded.note) == (vi.FALLBACK_CLAIMS, "")
+    for manifest in (None, {"eagle3_architectures": ["X"]}, {"eagle3_claims": {"X": {}}}):
+        fallback = vi.claims_from(manifest)
+        assert fallback.table == vi.FALLBACK_CLAIMS and "own copy" in fallback.note
+    found = vi.installed_findings(vi.Installed("1.0+eagle3.x", True, fallback.note))
+    assert [(f.severity, f.rule) for f in found] == [("info", "vllm"), ("note", "claims-fallback")]
 
 
 def test_the_preflight_finds_each_claimed_text_model_by_its_model_type() -> None:
-    """``TEXT_ARCHS`` (a ``text_config`` without architectures) names, for
-    each claimed text model_type, the claimed architecture of that type."""
-    text_types = set(contract.TEXT_MODEL_TYPES.values())
-    assert set(vi.TEXT_ARCHS) == text_types
-    for model_type, arch in vi.TEXT_ARCHS.items():
-        assert contract.CLAIMS[arch].model_type == model_type
+    """``Claims.text_archs`` (a ``text_config`` without architectures) names,
+    for each claimed text model_type, the claimed architecture of that type."""
+    text_archs = vi.claims_from(contract_items.manifest_claims()).text_archs
+    assert set(text_archs) == {c.text_model_type for c in contract_items.CLAIMS.values()}
+    for model_type, arch in text_archs.items():
+        assert contract_items.CLAIMS[arch].model_type == model_type
+
+
+def _installed(wheel: Path, site: Path) -> md.Distribution:
+    """The wheel's dist-info, unpacked under ``site``, as importlib.metadata reads it."""
+    with zipfile.ZipFile(wheel) as z:
+        names = [n for n in z.namelist() if ".dist-info/" in n]
+        z.extractall(site, names)
+    (dist_info,) = {n.split("/")[0] for n in names}
+    return md.PathDistribution(site / dist_info)
+
+
+def _fake_vllm(monkeypatch: pytest.MonkeyPatch, version: str) -> None:
+    """A ``vllm`` whose claimed model classes all support EAGLE-3."""
+
+    def module(name: str, **attrs: object) -> None:
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+        for k, v in attrs.items():
+            setattr(sys.modules[name], k, v)
+
+    module("vllm", __version__=version)
+    eagle3 = lambda cls: getattr(cls, "eagle3", False)  # noqa: E731
+    module("vllm.model_executor.models.interfaces", supports_eagle3=eagle3)
+    for arch, claim in contract_items.CLAIMS.items():
+        if claim.module not in sys.modules:
+            module(claim.module)
+        setattr(sys.modules[claim.module], arch, type(arch, (), {"eagle3": True}))
+
+
+def test_a_new_claimed_architecture_reaches_the_install_check_through_the_manifest(
+    one_patch: Upstream,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Claim one more architecture in the one table only: the built wheel's
+    manifest carries it and its module, and the install check imports it
+    from there. The same wheel without ``eagle3_claims`` falls back to the
+    script's copy, which does not know it, and says so."""
+    new = contract_items.Claim("new_arch", "new_arch", "vllm.model_executor.models.new_arch")
+    claims = {**contract_items.CLAIMS, "NewArchForCausalLM": new}
+    monkeypatch.setattr(contract_items, "CLAIMS", claims)
+    (res,) = build.build_wheels(one_patch.root)
+    dist = _installed(res.wheel.path, tmp_path / "site")
+    monkeypatch.setattr(md, "distribution", lambda name: dist)
+    _fake_vllm(monkeypatch, res.wheel.version)
+    vi.check()
+    out = capsys.readouterr().out
+    assert "supports_eagle3(NewArchForCausalLM) = True" in out and "note:" not in out
+
+    path = Path(str(dist._path)) / vi.MANIFEST  # type: ignore[attr-defined]
+    manifest = json.loads(path.read_text())
+    del manifest["eagle3_claims"]
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(vi.Failed, match="manifest claims NewArchForCausalLM, which this check"):
+        vi.check()
+    assert "note: the installed wheel's vpq_manifest.json records no eagle3_claims" in (
+        capsys.readouterr().out
+    )

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from vpq import contract, contract_check, fetch, lock, queue, rebase, series, tree
+from vpq import fetch, lock, queue, rebase, series, tree
 from vpq import git as g
+from vpq.contract import run as contract_run
+from vpq.contract import table as contract_table
 from vpq.files import sha256_file
 
 MOD = "".join(f"def f{i}():\n    return {i}\n\n\n" for i in range(30))
@@ -203,6 +205,6 @@ def publish(upstream: Upstream, mods: dict[str, str], monkeypatch: pytest.Monkey
         )  # fmt: skip
     monkeypatch.setattr(rebase, "target_lock", lambda _old, v: targets[v])
     monkeypatch.setattr(
-        contract_check, "check_source", lambda *a, **k: contract.Table(rows={}, where={})
+        contract_run, "check_source", lambda *a, **k: contract_table.Table(rows={}, where={})
     )
-    monkeypatch.setattr(contract_check, "deps_python", lambda *a: Path(sys.executable))
+    monkeypatch.setattr(contract_run, "deps_python", lambda *a: Path(sys.executable))

@@ -1,7 +1,7 @@
 """The drafter side of the EAGLE-3 contract: what vLLM's proposer requires
 of the draft model (the EAGLE-3 head), discovered from the source.
 
-Discovery is pure ``ast``, like the target side (``vpq.contract``):
+Discovery is pure ``ast``, like the target side (``vpq.contract.target``):
 
 - the proposer: ``EagleProposer`` in ``vllm/v1/spec_decode/eagle.py`` and
   every base class it names, followed into the module it is imported from
@@ -24,8 +24,8 @@ Discovery is pure ``ast``, like the target side (``vpq.contract``):
   registry's EAGLE-3 heads (a dict assigned to a name containing
   ``SPECULATIVE`` whose key or class name contains ``eagle3``).
 
-The items are ``vpq.contract.Item`` with ``side="drafter"``; the probe
-checks them on each head architecture in ``DRAFTERS``.
+The items are ``vpq.contract.items.Item`` with ``side="drafter"``; the probe
+checks them on each head architecture in ``vpq.contract.items.DRAFTERS``.
 """
 
 from __future__ import annotations
@@ -34,29 +34,18 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from vpq.contract_items import PROPOSER, REGISTRY, ContractError, Item, imported_functions
+from vpq.contract.items import DRAFTERS as DRAFTERS  # the heads this side checks
+from vpq.contract.items import (
+    PROPOSER,
+    REGISTRY,
+    ContractError,
+    Item,
+    is_self_attr,
+    proposer_classes,
+)
 from vpq.errors import VpqError
 
-#: The EAGLE-3 head architectures the series claims, and the HF model_type
-#: whose config class each one's ``config.json`` names (for config reads).
-DRAFTERS = {
-    "LlamaForCausalLMEagle3": "llama",
-    "Eagle3LlamaForCausalLM": "llama",
-    "Eagle3DeepseekV2ForCausalLM": "deepseek_v2",
-    "Eagle3DeepseekV3ForCausalLM": "deepseek_v2",
-}
-#: The proposer class the runner builds for ``method="eagle3"``.
-PROPOSER_CLASS = "EagleProposer"
 _MODELS = "vllm.model_executor.models."
-
-
-def _is_self_attr(node: ast.AST, *names: str) -> bool:
-    """``self.<n0>.<n1>...``."""
-    for name in reversed(names):
-        if not (isinstance(node, ast.Attribute) and node.attr == name):
-            return False
-        node = node.value
-    return isinstance(node, ast.Name) and node.id == "self"
 
 
 @dataclass
@@ -68,7 +57,7 @@ class _Scope:
 
     def is_drafter(self, node: ast.AST) -> bool:
         """``self.model`` or a name bound to it."""
-        return _is_self_attr(node, "model") or (
+        return is_self_attr(node, "model") or (
             isinstance(node, ast.Name) and node.id in self.drafter
         )
 
@@ -77,8 +66,8 @@ class _Scope:
         if isinstance(node, ast.Name):
             return node.id in self.config
         return (
-            _is_self_attr(node, "draft_model_config", "hf_config")
-            or _is_self_attr(node, "speculative_config", "draft_model_config", "hf_config")
+            is_self_attr(node, "draft_model_config", "hf_config")
+            or is_self_attr(node, "speculative_config", "draft_model_config", "hf_config")
             or (
                 isinstance(node, ast.Attribute)
                 and node.attr == "config"
@@ -114,7 +103,7 @@ def _method_predicate(test: ast.expr) -> dict[str, object] | None:
     on the speculative method, or None."""
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
         return None
-    if not _is_self_attr(test.left, "method"):
+    if not is_self_attr(test.left, "method"):
         return None
     op, right = test.ops[0], test.comparators[0]
     if isinstance(right, ast.Constant) and isinstance(right.value, str):
@@ -261,45 +250,6 @@ def _optional_names(classes: list[tuple[str, ast.ClassDef, dict[str, str]]]) -> 
                     and isinstance(node.args[1], ast.Constant)
                 ):
                     out.add(str(node.args[1].value))
-    return out
-
-
-def proposer_classes(
-    read: Callable[[str], str], path: str = PROPOSER, name: str = PROPOSER_CLASS
-) -> list[tuple[str, ast.ClassDef, dict[str, str]]]:
-    """``(path, class, imports)`` for ``name`` in ``path`` and every base
-    class it names, followed into the vLLM modules they are imported from.
-
-    Raises:
-        ContractError: ``name`` is not defined in ``path``.
-    """
-    out: list[tuple[str, ast.ClassDef, dict[str, str]]] = []
-    todo, seen = [(path, name)], set()
-    while todo:
-        where, cls_name = todo.pop()
-        if (where, cls_name) in seen:
-            continue
-        seen.add((where, cls_name))
-        try:
-            tree = ast.parse(read(where))
-        except (OSError, KeyError, SyntaxError, VpqError):
-            continue
-        imports = imported_functions(tree)
-        found = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls_name]
-        if not found:
-            if where == path and cls_name == name:
-                raise ContractError(
-                    f"{path}: no class {name}, the proposer vLLM builds for EAGLE-3. "
-                    "Discovery of the drafter side lost the path there; the proposer "
-                    "moved and the contract discovery needs a look."
-                )
-            continue
-        out.append((where, found[0], imports))
-        for base in found[0].bases:
-            if isinstance(base, ast.Name):
-                module = imports.get(base.id)
-                target = module.replace(".", "/") + ".py" if module else where
-                todo.append((target, base.id))
     return out
 
 

@@ -1,7 +1,7 @@
-"""The EAGLE-3 contract: what vLLM's runner and proposer use on the target
-model, discovered from the source, and checked on the model classes.
+"""The target side of the EAGLE-3 contract: what vLLM's runner and proposer
+use on the target model, discovered from the source.
 
-Discovery is pure ``ast`` over two files of a vLLM tree:
+Discovery is pure ``ast`` over three files of a vLLM tree:
 
 - ``vllm/v1/worker/gpu_model_runner.py``: inside every ``if`` whose test
   mentions the aux-hidden-state / EAGLE-3 switch (e.g.
@@ -11,8 +11,11 @@ Discovery is pure ``ast`` over two files of a vLLM tree:
 - ``vllm/config/speculative.py``: the allowlist of target text model types
   that the EAGLE-3 gate checks (a list of strings used in an ``if`` that
   tests for ``"eagle3"``);
-- ``vllm/v1/spec_decode/eagle.py``: in every ``load_model(self,
-  target_model)``, each ``target_model.config.<attr>`` read and each method
+- ``vllm/v1/spec_decode/eagle.py``: in ``load_model(self, target_model)``
+  of ``EagleProposer`` or, where it defines none that reads anything, of
+  the first base class that does (``vpq.contract.items.proposer_classes``,
+  the class chain the drafter side follows too), each
+  ``target_model.config.<attr>`` read and each method
   called on ``target_model`` (``cast(..., target_model).get_language_model()``
   included), together with the branch conditions that lead to it:
   ``supports_*(target_model)`` and ``self.get_model_name(target_model) ==
@@ -23,57 +26,26 @@ Nothing is hard-coded about *which* calls exist: a newer runner that calls
 something new on the model shows up as a new row.
 
 Checking needs the classes, so it runs inside a venv with the wheel
-installed: ``contract_probe.py`` (standard library + vLLM only) evaluates each
-item for each claimed architecture as ``ok``, ``missing``, ``stub`` (a
-``Protocol`` method whose body is only ``...``/docstring) or ``n/a`` (its
-branch does not apply).
+installed (``vpq.contract.run``).
 """
 
 from __future__ import annotations
 
 import ast
-import json
-import os
-import subprocess
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
-from vpq import contract_drafter
-from vpq.contract_items import (
-    CLAIMED,
-    CLAIMS,
+from vpq.contract.items import (
     PROPOSER,
-    REGISTRY,
     RUNNER,
-    RUNNER_V2,
     SPECULATIVE,
-    TEXT_MODEL_TYPES,
-    Claim,
     ContractError,
     Item,
     imported_functions,
+    is_self_model,
+    proposer_classes,
+    read_tree,
 )
-from vpq.errors import VpqError
-from vpq.proc import tagged_json
 
-__all__ = [
-    "CLAIMED",
-    "CLAIMS",
-    "PROPOSER",
-    "REGISTRY",
-    "RUNNER",
-    "RUNNER_V2",
-    "SPECULATIVE",
-    "TEXT_MODEL_TYPES",
-    "Claim",
-    "ContractError",
-    "Item",
-]
-
-PROBE = Path(__file__).with_name("contract_probe.py")
-#: Seconds the contract probe may take (it imports vLLM in a CPU venv).
-PROBE_TIMEOUT_S = 900
 _MARKERS = ("aux_hidden_state", "eagle3")
 
 
@@ -91,23 +63,10 @@ def _mentions(node: ast.AST) -> bool:
     return False
 
 
-def _is_self_model(node: ast.AST) -> bool:
-    """``self.model`` or ``self.get_model()``."""
-    if isinstance(node, ast.Attribute) and node.attr == "model":
-        return isinstance(node.value, ast.Name) and node.value.id == "self"
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-        return (
-            node.func.attr == "get_model"
-            and isinstance(node.func.value, ast.Name)
-            and node.func.value.id == "self"
-        )
-    return False
-
-
 def _model_ref(node: ast.AST, names: set[str]) -> bool:
     """The target model: ``self.model``, ``self.get_model()``, a name bound
     to it in this function (a parameter or an alias), or ``cast(T, <those>)``."""
-    if _is_self_model(node):
+    if is_self_model(node):
         return True
     if isinstance(node, ast.Name):
         return node.id in names
@@ -182,9 +141,8 @@ class _RunnerDiscovery:
         path = module.replace(".", "/") + ".py"
         if self.read is None or f"{path}:{name}" in self.followed:
             return
-        try:
-            tree = ast.parse(self.read(path))
-        except (OSError, KeyError, VpqError, SyntaxError):
+        tree = read_tree(self.read, path)
+        if tree is None:
             return
         for fn in tree.body:
             if isinstance(fn, ast.FunctionDef) and fn.name == name and index < len(fn.args.args):
@@ -364,11 +322,10 @@ class _ProposerVisitor(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def _load_model_items(tree: ast.Module, path: str) -> list[Item]:
-    """Config reads and calls on ``target_model`` in the ``load_model``
-    methods defined in ``tree``."""
+def _load_model_items(cls: ast.ClassDef, path: str) -> list[Item]:
+    """Config reads and calls on ``target_model`` in ``cls``'s ``load_model``."""
     items: list[Item] = []
-    for node in ast.walk(tree):
+    for node in cls.body:
         if isinstance(node, ast.FunctionDef) and node.name == "load_model":
             args = [a.arg for a in node.args.args]
             if len(args) >= 2 and args[0] == "self":
@@ -379,34 +336,20 @@ def _load_model_items(tree: ast.Module, path: str) -> list[Item]:
     return items
 
 
-def _base_modules(tree: ast.Module) -> list[str]:
-    """Source paths of the vLLM modules the classes in ``tree`` inherit
-    from (``from vllm.v1.spec_decode.llm_base_proposer import Base``)."""
-    imported = imported_functions(tree)
-    bases = [
-        b.id
-        for node in tree.body
-        if isinstance(node, ast.ClassDef)
-        for b in node.bases
-        if isinstance(b, ast.Name) and b.id in imported
-    ]
-    return sorted({imported[b].replace(".", "/") + ".py" for b in bases})
+def discover_proposer(read: Callable[[str], str], path: str = PROPOSER) -> list[Item]:
+    """Config reads and calls on ``target_model`` in ``load_model``: the
+    proposer's own or, where it defines none that reads anything (0.20.0
+    moved it into ``SpecDecodeBaseProposer``), the first base class's that
+    does (``proposer_classes``, followed into the modules they come from).
 
-
-def discover_proposer(
-    source: str, path: str = PROPOSER, read: Callable[[str], str] | None = None
-) -> list[Item]:
-    """Config reads and calls on ``target_model`` in ``load_model``: in the
-    proposer's module, or, where it defines none that reads anything (0.20.0
-    moved it into ``SpecDecodeBaseProposer``), in the modules its classes
-    inherit from (with ``read``)."""
-    tree = ast.parse(source)
-    items = _load_model_items(tree, path)
-    if items or read is None:
-        return items
-    for module in _base_modules(tree):
-        items += _load_model_items(ast.parse(read(module)), module)
-    return items
+    Raises:
+        ContractError: the proposer class is missing.
+    """
+    for where, cls, _ in proposer_classes(read, path):
+        items = _load_model_items(cls, where)
+        if items:
+            return items
+    return []
 
 
 def _has_eagle3_constant(node: ast.AST) -> bool:
@@ -460,230 +403,3 @@ def model_modules(registry_source: str) -> dict[str, str]:
                 ):
                     out[str(k.value)] = f"vllm/model_executor/models/{v.elts[0].value}.py"
     return out
-
-
-def discover(read: Callable[[str], str]) -> list[Item]:
-    """All contract items of a tree; ``read(path)`` returns a file's text.
-
-    Both model runners are covered (the default one and, where the release
-    has it, the opt-in ``v1/worker/gpu/`` one), following their helpers;
-    then the drafter side (``vpq.contract_drafter``: the proposer and its
-    bases, the speculative-decoding registry).
-
-    Raises:
-        ContractError: a file is missing, or a runner's EAGLE-3 path was not
-            found (the message names the functions where discovery lost it).
-    """
-    try:
-        runner, proposer, speculative = read(RUNNER), read(PROPOSER), read(SPECULATIVE)
-    except (OSError, KeyError, VpqError) as exc:
-        raise ContractError(
-            f"cannot read the runner, proposer or speculative config source: {exc}"
-        ) from None
-    items = discover_runner(runner, RUNNER, read)
-    try:
-        v2 = read(RUNNER_V2)
-    except (OSError, KeyError, VpqError):
-        v2 = None  # releases before the opt-in runner
-    if v2 is not None:
-        items += discover_runner(v2, RUNNER_V2, read, required=False)
-    items += discover_gate(speculative) + discover_proposer(proposer, PROPOSER, read)
-    # The drafter side imports Item and ContractError from this module.
-
-    return items + contract_drafter.discover(read)
-
-
-@dataclass(frozen=True)
-class Table:
-    """item label -> architecture -> ok | missing | stub | n/a.
-
-    ``files`` says, for each (item label, architecture), which source files
-    are responsible for that cell holding: the architecture's model module
-    for interfaces and methods, the file doing the read for config reads and
-    the gate.
-    """
-
-    rows: dict[str, dict[str, str]]
-    where: dict[str, str]
-    files: dict[tuple[str, str], set[str]] = field(default_factory=dict)
-
-    def holds_for(self, paths: list[str]) -> bool:
-        """Whether the part of the contract ``paths`` are responsible for
-        holds: each path owns at least one cell, at least one is ``ok`` and
-        none is ``missing`` or ``stub``."""
-        for path in paths:
-            cells = [self.rows[item][arch] for (item, arch), fs in self.files.items() if path in fs]
-            if not cells or "ok" not in cells or {"missing", "stub"} & set(cells):
-                return False
-        return bool(paths)
-
-    @property
-    def gaps(self) -> list[tuple[str, str, str]]:
-        """(item, architecture, verdict) for every ``missing`` or ``stub`` cell."""
-        return [
-            (item, arch, v)
-            for item, row in self.rows.items()
-            for arch, v in row.items()
-            if v in ("missing", "stub")
-        ]
-
-    def gap_message(self, what: str) -> str | None:
-        """One sentence naming every gap, e.g. ``the EAGLE-3 contract does not
-        hold for the patched wheel: model.x() is missing on DeepseekV2ForCausalLM``,
-        or None when there is none."""
-        if not self.gaps:
-            return None
-        gaps = "; ".join(f"{item} is {v} on {arch}" for item, arch, v in self.gaps)
-        return f"the EAGLE-3 contract does not hold for {what}: {gaps}"
-
-    def without(self, archs: set[str]) -> Table:
-        """The table without the columns for ``archs`` (a rebase leaves out
-        the EAGLE-3 heads the series did not serve before the move)."""
-        rows = {
-            item: {a: v for a, v in row.items() if a not in archs}
-            for item, row in self.rows.items()
-        }
-        rows = {item: row for item, row in rows.items() if row}
-        files = {k: fs for k, fs in self.files.items() if k[1] not in archs and k[0] in rows}
-        return Table(rows, {k: self.where[k] for k in rows}, files)
-
-    def to_json(self) -> dict[str, object]:
-        """The table as JSON-able data (``from_json`` reads it back)."""
-        return {
-            "rows": self.rows,
-            "where": self.where,
-            "files": [[item, arch, sorted(fs)] for (item, arch), fs in self.files.items()],
-        }
-
-    @classmethod
-    def from_json(cls, d: dict[str, object]) -> Table:
-        """The table ``to_json`` wrote."""
-        files = {(item, arch): set(fs) for item, arch, fs in d["files"]}  # type: ignore[union-attr, misc]
-        return cls(d["rows"], d["where"], files)  # type: ignore[arg-type]
-
-    def render(self) -> str:
-        """The table as printed: items down, architectures across, then the
-        source line; the target's rows first, then the drafter's (one column
-        per EAGLE-3 head architecture) under a heading of their own."""
-        sections = []
-        for title, archs in (("item", list(CLAIMED)), ("drafter item", _drafter_archs())):
-            rows = {k: r for k, r in self.rows.items() if set(r) <= set(archs)}
-            if not rows:
-                continue
-            w = max(len(title), *(len(k) for k in rows))
-            short = {a: _short(a) for a in archs}
-            width = max(10, *(len(v) for v in short.values()))
-            lines = [
-                f"{title:<{w}}  " + "  ".join(f"{short[a]:<{width}}" for a in archs) + "  source"
-            ]
-            for item, row in rows.items():
-                cells = "  ".join(f"{row.get(a, 'n/a'):<{width}}" for a in archs)
-                lines.append(f"{item:<{w}}  {cells}  {self.where[item]}")
-            sections.append("\n".join(lines))
-        return "\n\n".join(sections)
-
-
-def _drafter_archs() -> list[str]:
-    """The EAGLE-3 head architectures the drafter rows have a column for."""
-
-    return list(contract_drafter.DRAFTERS)
-
-
-def _short(arch: str) -> str:
-    """A column heading: the architecture without ``ForCausalLM`` and the like."""
-    return arch.replace("ForConditionalGeneration", "").replace("ForCausalLM", "")
-
-
-def _table(items: list[Item], results: list[dict[str, str]], modules: dict[str, str]) -> Table:
-    """The probe's per-item verdicts as a table: one row per item label (an
-    item found on several paths keeps its worst verdict), each cell's
-    responsible files."""
-    rows: dict[str, dict[str, str]] = {}
-    where: dict[str, str] = {}
-    files: dict[tuple[str, str], set[str]] = {}
-    rank = {"n/a": 0, "ok": 1, "stub": 2, "missing": 3}
-    for item, res in zip(items, results, strict=True):
-        archs = _drafter_archs() if item.side == "drafter" else list(CLAIMED)
-        row = rows.setdefault(item.label, {a: "n/a" for a in archs})
-        where.setdefault(item.label, item.where)
-        for arch, v in res.items():
-            if rank[v] > rank[row[arch]]:
-                row[arch] = v
-            if v != "n/a":
-                owners = _owners(item, modules.get(arch))
-                files.setdefault((item.label, arch), set()).update(owners)
-    return Table(rows, where, files)
-
-
-def _owners(item: Item, arch_module: str | None) -> set[str]:
-    """The files responsible for ``item`` holding on an architecture whose
-    model module is ``arch_module``: that module for what the class must
-    provide (and, for a drafter type check, also the file doing the check),
-    the registry for a registry entry, the reading file otherwise."""
-    model = {arch_module} if arch_module else set()
-    if item.kind in ("interface", "method", "drafter_method"):
-        return model
-    if item.kind == "drafter_type":
-        return model | {item.file}
-    return {REGISTRY if item.kind == "drafter_registry" else item.file}
-
-
-def check(
-    python: Path,
-    items: list[Item],
-    *,
-    sys_path: Path | None = None,
-    modules: dict[str, str] | None = None,
-) -> Table:
-    """Evaluate ``items`` on the claimed architectures with ``python``, an
-    interpreter that imports the vLLM under test (or, with ``sys_path``, one
-    whose packages let vLLM import from that source tree).
-
-    ``modules`` (architecture -> model module path, see ``model_modules``)
-    fills ``Table.files``.
-
-    Raises:
-        ContractError: the probe failed to run.
-    """
-    from vpq.fixture import KIMI_K25_TOP_LEVEL
-
-    # A config item is read on the config class made with the checkpoint's
-    # top-level keys, as loading a real config.json would make it.
-    checkpoint = {"KimiK25ForConditionalGeneration": KIMI_K25_TOP_LEVEL}
-    archs = {
-        a: {
-            "model_type": mt,
-            "text_model_type": TEXT_MODEL_TYPES[a],
-            "checkpoint": checkpoint.get(a, {}),
-        }
-        for a, mt in CLAIMED.items()
-    }
-    drafters = {a: {"model_type": mt} for a, mt in contract_drafter.DRAFTERS.items()}
-    payload = json.dumps(
-        {
-            "items": [asdict(i) for i in items],
-            "archs": archs,
-            "drafter_archs": drafters,
-            "sys_path": [str(sys_path)] if sys_path else [],
-        }
-    )
-    # -I -c: run the probe's text isolated, so the modules beside it in
-    # scripts/vpq (queue, venv, wheel, ...) cannot shadow the stdlib or pip's.
-    try:
-        proc = subprocess.run(
-            [str(python), "-I", "-c", PROBE.read_text()],
-            input=payload,
-            capture_output=True,
-            text=True,
-            timeout=PROBE_TIMEOUT_S,
-            env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"},
-        )
-    except subprocess.TimeoutExpired:
-        raise ContractError(
-            f"contract probe under {python} did not finish in {PROBE_TIMEOUT_S} s "
-            "(importing vLLM hung?); run it again, or delete that venv to have it made anew"
-        ) from None
-    results = tagged_json(proc.stdout, "CONTRACT")
-    if proc.returncode != 0 or not isinstance(results, list):
-        raise ContractError(f"contract probe failed under {python}: {proc.stderr.strip()[-1500:]}")
-    return _table(items, results, modules or {})

@@ -1,0 +1,22 @@
+"""The EAGLE-3 contract: what vLLM's EAGLE-3 path uses on the target model
+and on the draft model (the EAGLE-3 head), discovered from vLLM's source and
+checked on the claimed architectures' classes.
+
+Its modules import one way, each only from those before it:
+
+- ``items``: the vLLM files read, the one table of claimed target and head
+  architectures (which the build's manifest carries to the serving host),
+  ``Item``, ``ContractError`` and the ``ast`` helpers both sides share;
+- ``target``: the target side (the model runners, the proposer's
+  ``load_model``, the speculative config gate);
+- ``drafter``: the drafter side (the proposer's use of the head, the
+  speculative-decoding registry);
+- ``table``: the verdict table;
+- ``run``: discovery of both sides, the check in an interpreter that imports
+  vLLM, and its inputs (a wheel, a tree at a ref, their CPU venvs);
+- ``probe``: the standard-library script that ``run`` hands to that
+  interpreter (it imports nothing from ``vpq``).
+
+This file imports none of them, so ``vpq.contract.items`` can be imported
+(by ``build``) without the rest.
+"""
