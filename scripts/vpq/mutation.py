@@ -37,7 +37,7 @@ import json
 import sys
 import tempfile
 import tomllib
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import tomli_w
@@ -76,12 +76,15 @@ class MutationError(VpqError):
 
 @dataclass(frozen=True)
 class Verdict:
-    """One patch taken out: what its tests did."""
+    """One patch taken out: what its tests did, and the sha256 of the patch
+    file and of its tests' files as they were when they ran."""
 
     patch: str
     status: str
     detail: str
     failures: dict[str, dict[str, str]]
+    patch_sha256: str = ""
+    test_sha256: dict[str, str] = field(default_factory=dict)
 
 
 def selected(p: probe.Probe, nodes: list[str]) -> list[str]:
@@ -204,6 +207,8 @@ def _one(
         why = f"covered by {p.covered_by}" if p.covered_by else "contract items only"
         return Verdict(p.patch, NO_TESTS, why, {})
     note = ""
+    patch_sha256 = sha256_file(patch)  # as they are when the tests run
+    test_sha256 = {f: sha256_file(root / f) for f in _files([p])}
     with tempfile.TemporaryDirectory(prefix="vpq-mutant-") as tmp:
         src = Path(tmp) / "src"
         if mutant(series.repo, patch, src):
@@ -213,7 +218,7 @@ def _one(
             note = f"{NOT_REVERTED}; series without it and {len(names)} later patches"
             note += f" that no longer apply ({', '.join(names)})" if names else ""
         report = probe.run_report(python, root, _files([p]), src)
-    v = judge(p, baseline, report)
+    v = replace(judge(p, baseline, report), patch_sha256=patch_sha256, test_sha256=test_sha256)
     return replace(v, detail=f"{note}: {v.detail}") if note else v
 
 
@@ -245,17 +250,18 @@ def _probe_sha256(p: probe.Probe) -> str:
 
 
 def _entry(root: Path, v: Verdict, p: probe.Probe | None) -> dict[str, object]:
-    """The record of verdict ``v`` for the patch as it is now in ``root``."""
+    """The record of verdict ``v``: the hashes it ran with (those of the
+    files in ``root`` now where it has none), and the pin's now."""
     caught_by = sorted(n for n, f in v.failures.items() if f["kind"] in CATCHING_KINDS)
-    files = sorted({n.split("::", 1)[0] for n in caught_by})
+    files = sorted({n.split("::", 1)[0].split("[", 1)[0] for n in caught_by})
     return {
         "status": v.status,
         "detail": v.detail,
         "upstream-sha256": lock.load(root).sdist.sha256,
-        "patch-sha256": sha256_file(root / series.PATCHES_DIR / v.patch),
+        "patch-sha256": v.patch_sha256 or sha256_file(root / series.PATCHES_DIR / v.patch),
         "probe-sha256": _probe_sha256(p) if p else "",
         "caught-by": caught_by,
-        "test-sha256": {f: sha256_file(root / f) for f in files},
+        "test-sha256": {f: v.test_sha256.get(f) or sha256_file(root / f) for f in files},
     }
 
 

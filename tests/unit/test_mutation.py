@@ -8,9 +8,10 @@ import tomllib
 from pathlib import Path
 
 import tomli_w
-from vpq import contract_check, mutation, probe
+from vpq import contract_check, mutation, probe, series
 from vpq.files import sha256_file
 
+from tests.conftest import REPO_ROOT
 from tests.unit.test_cli import run_cli
 from tests.unit.tiny_upstream import Upstream
 
@@ -145,12 +146,27 @@ def test_lint_wants_a_caught_record_that_matches_the_patch_its_probe_and_the_cat
 def test_recording_one_patch_keeps_the_others_and_drops_patches_gone_from_series(
     one_patch: Upstream, monkeypatch
 ) -> None:
+    """A record holds the hashes the verdict's tests ran with, not those of
+    the files when the (long) run ends."""
     root = one_patch.root
-    _probe_of_f10(root, monkeypatch)
+    node = _probe_of_f10(root, monkeypatch)
     (root / mutation.RECORD_FILE).write_text(
         '["gone.patch"]\nstatus = "caught"\n\n["mod/change-f10.patch"]\nstatus = "missed"\n'
     )
-    mutation.record(root, [mutation.Verdict(F10, mutation.MISSED, "0 of 1 failed", {})])
+    ran = {TEST_F10: "1" * 64, "tests/probes/other.py": "2" * 64}
+    caught = {node: {"kind": "assertion", "exception": "AssertionError"}}
+    v = mutation.Verdict(F10, mutation.CAUGHT, "1 of 1 failed", caught, "3" * 64, ran)
+    mutation.record(root, [v])
     data = tomllib.loads((root / mutation.RECORD_FILE).read_text())
-    assert list(data) == [F10] and data[F10]["detail"] == "0 of 1 failed"
+    assert list(data) == [F10] and data[F10]["detail"] == "1 of 1 failed"
+    assert data[F10]["patch-sha256"] == "3" * 64
+    assert data[F10]["test-sha256"] == {TEST_F10: "1" * 64}
     assert (root / mutation.RECORD_FILE).read_text().startswith(mutation.RECORD_HEADER)
+
+
+def test_every_patch_of_this_series_has_a_caught_record_that_still_matches() -> None:
+    """What `nox -s lint` checks, in the suite CI runs: a patch added or
+    changed (or a probe, a catching test, the pin) since the last
+    `nox -s mutation -- --record` fails here, naming the patch."""
+    assert (REPO_ROOT / mutation.RECORD_FILE).is_file()
+    assert mutation.lint(REPO_ROOT, series.read_series(REPO_ROOT)) == []
