@@ -9,7 +9,7 @@ nox -s engine_differential    the engine tier against upstream's own CPU engine 
 nox -s contract               EAGLE-3 contract table (CPU venv with the wheel)
 nox -s mutation               take each patch out in turn and run its probe's tests (outside CI)
 nox -s bench                  build timings vs vLLM's own build (build/bench.json)
-nox -s lint                   ruff + series lint
+nox -s lint                   ruff + series lint (probes.toml, mutation.toml)
 nox -s tiny_checkpoints       -- DEST: tiny Kimi-K2.5 target + EAGLE-3 heads, with weights
 nox -s apply / export         edit the series in build/work (see README)
 nox -s cache                  cache sizes; `-- --prune [--older-than DAYS] [--yes]`
@@ -109,7 +109,8 @@ def contract(session: nox.Session) -> None:
 @nox.session
 def mutation(session: nox.Session) -> None:
     """Take each patch out of the series in turn and run its probes.toml
-    tests: each must make one fail on an assertion. `-- PATCH ...` for some."""
+    tests: each must make one fail on an assertion. `-- PATCH ...` for some;
+    `-- --record` writes the verdicts into mutation.toml (what lint checks)."""
     _vpq(session, "mutation")
 
 

@@ -99,11 +99,13 @@ def cmd_contract(ns: argparse.Namespace) -> int:
 def cmd_mutation(ns: argparse.Namespace) -> int:
     """``vpq mutation``: take each patch (or those named) out of the series in
     turn and run its probe's tests; exit 1 when one makes none fail on an
-    assertion."""
+    assertion. ``--record`` writes the verdicts into ``mutation.toml``."""
     root = _root(ns)
     verdicts = mutation.check(root, ns.patches or None)
     print(mutation.render(verdicts))
     print(f"written: {mutation.write(root, verdicts)}")
+    if ns.record:
+        print(f"recorded: {mutation.record(root, verdicts)}")
     return 0 if all(v.status == mutation.CAUGHT for v in verdicts) else 1
 
 
@@ -216,13 +218,15 @@ def cmd_rebase(ns: argparse.Namespace) -> int:
 
 
 def cmd_lint(ns: argparse.Namespace) -> int:
-    """``vpq lint``: lint series, patches, (where the queue has one)
-    ``probes.toml`` and the recorded resolutions in ``rerere/``; exit 1 on
-    any problem."""
+    """``vpq lint``: lint series, patches, (where the queue has them)
+    ``probes.toml`` and ``mutation.toml``, and the recorded resolutions in
+    ``rerere/``; exit 1 on any problem."""
     root = _root(ns)
     problems = series.lint(root)
     if not problems and (root / probe.PROBES_FILE).is_file():
         problems = probe.lint(root, series.read_series(root))
+    if not problems and (root / mutation.RECORD_FILE).is_file():
+        problems = mutation.lint(root, series.read_series(root))
     problems += rerere.lint(root)
     for p in problems:
         print(p, file=sys.stderr)
@@ -390,6 +394,11 @@ def _add_checks(sub: argparse._SubParsersAction, locking: argparse.ArgumentParse
         help="take each patch out in turn and run its probe's tests (nox -s mutation)",
     )
     m.add_argument("patches", nargs="*", help="patch names as in series (default: all)")
+    m.add_argument(
+        "--record",
+        action="store_true",
+        help=f"write the verdicts into {mutation.RECORD_FILE} (what `vpq lint` checks)",
+    )
     m.set_defaults(func=cmd_mutation)
     import verify_install
 

@@ -19,21 +19,34 @@ that does not pass there proves nothing by failing on a mutant.
 
 Outside CI (``nox -s mutation``): one pytest run per patch, about 20-40 s
 each on two cores.
+
+``--record`` keeps the verdicts in ``mutation.toml`` beside ``series``: per
+patch its status, the sha256 of the pinned upstream sdist, of the patch
+file's bytes and of its probe's selectors, the tests that caught it and the
+sha256 of the files holding them. ``vpq lint`` (``lint`` here) fails,
+naming the patch, where a patch in the series has no ``caught`` record that
+still matches those bytes: moving the pin, or adding or changing a patch,
+its probe or a test that caught it, asks for a mutation run of that patch
+(``nox -s mutation -- --record PATCH``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import tempfile
-from dataclasses import asdict, dataclass, replace
+import tomllib
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from vpq import build, probe, queue, tree
+import tomli_w
+
+from vpq import build, lock, probe, queue, series, tree
 from vpq import git as g
 from vpq.contract import run as contract
 from vpq.errors import VpqError
-from vpq.files import write_atomic
+from vpq.files import sha256_file, write_atomic
 
 #: What a patch's mutant showed.
 CAUGHT, MISSED, NO_TESTS, NOT_REVERTED, BASELINE = (
@@ -46,6 +59,16 @@ CAUGHT, MISSED, NO_TESTS, NOT_REVERTED, BASELINE = (
 #: Failure kinds (``vpq.probe_report``) that show the patch's behaviour missing.
 CATCHING_KINDS = ("assertion", "declared-error")
 REPORT = Path("build") / "mutation.json"
+#: The checked-in record of each patch's verdict (``record``, ``lint``).
+RECORD_FILE = "mutation.toml"
+RECORD_HEADER = """\
+# Mutation check record: each patch's verdict when it was last taken out of
+# the series (scripts/vpq/mutation.py). Written by `nox -s mutation -- --record
+# [PATCH ...]`; `nox -s lint` requires a "caught" record whose hashes match the
+# upstream pin, the patch file, its probes.toml table and the test files that
+# caught it.
+
+"""
 
 
 class MutationError(VpqError):
@@ -54,12 +77,15 @@ class MutationError(VpqError):
 
 @dataclass(frozen=True)
 class Verdict:
-    """One patch taken out: what its tests did."""
+    """One patch taken out: what its tests did, and the sha256 of the patch
+    file and of its tests' files as they were when they ran."""
 
     patch: str
     status: str
     detail: str
     failures: dict[str, dict[str, str]]
+    patch_sha256: str = ""
+    test_sha256: dict[str, str] = field(default_factory=dict)
 
 
 def selected(p: probe.Probe, nodes: list[str]) -> list[str]:
@@ -182,6 +208,8 @@ def _one(
         why = f"covered by {p.covered_by}" if p.covered_by else "contract items only"
         return Verdict(p.patch, NO_TESTS, why, {})
     note = ""
+    patch_sha256 = sha256_file(patch)  # as they are when the tests run
+    test_sha256 = {f: sha256_file(root / f) for f in _files([p])}
     with tempfile.TemporaryDirectory(prefix="vpq-mutant-") as tmp:
         src = Path(tmp) / "src"
         if mutant(series.repo, patch, src):
@@ -191,7 +219,7 @@ def _one(
             note = f"{NOT_REVERTED}; series without it and {len(names)} later patches"
             note += f" that no longer apply ({', '.join(names)})" if names else ""
         report = probe.run_report(python, root, _files([p]), src)
-    v = judge(p, baseline, report)
+    v = replace(judge(p, baseline, report), patch_sha256=patch_sha256, test_sha256=test_sha256)
     return replace(v, detail=f"{note}: {v.detail}") if note else v
 
 
@@ -215,3 +243,97 @@ def write(root: Path, verdicts: list[Verdict]) -> Path:
     data = [asdict(v) for v in verdicts]
     write_atomic(dest, (json.dumps(data, indent=1) + "\n").encode())
     return dest
+
+
+def _probe_sha256(p: probe.Probe) -> str:
+    """sha256 of the probe's selectors (its tests and excludes, in order)."""
+    return hashlib.sha256(json.dumps([p.tests, p.exclude]).encode()).hexdigest()
+
+
+def _entry(root: Path, v: Verdict, p: probe.Probe | None) -> dict[str, object]:
+    """The record of verdict ``v``: the hashes it ran with (those of the
+    files in ``root`` now where it has none), and the pin's now."""
+    caught_by = sorted(n for n, f in v.failures.items() if f["kind"] in CATCHING_KINDS)
+    files = sorted({n.split("::", 1)[0].split("[", 1)[0] for n in caught_by})
+    return {
+        "status": v.status,
+        "detail": v.detail,
+        "upstream-sha256": lock.load(root).sdist.sha256,
+        "patch-sha256": v.patch_sha256 or sha256_file(root / series.PATCHES_DIR / v.patch),
+        "probe-sha256": _probe_sha256(p) if p else "",
+        "caught-by": caught_by,
+        "test-sha256": {f: v.test_sha256.get(f) or sha256_file(root / f) for f in files},
+    }
+
+
+def load_record(root: Path) -> dict[str, dict[str, object]]:
+    """``mutation.toml`` by patch name; empty when the file is absent.
+
+    Raises:
+        MutationError: the file is not TOML.
+    """
+    path = root / RECORD_FILE
+    if not path.is_file():
+        return {}
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise MutationError(f"{path}: not valid TOML: {exc}") from None
+
+
+def record(root: Path, verdicts: list[Verdict]) -> Path:
+    """Write ``verdicts`` into ``mutation.toml``, keeping the records of the
+    other patches still in ``series`` and dropping those of patches no
+    longer in it; entries in series order."""
+    names = series.read_series(root)
+    probes = probe.load(root)
+    entries = load_record(root)
+    entries.update({v.patch: _entry(root, v, probes.get(v.patch)) for v in verdicts})
+    data = {n: entries[n] for n in names if n in entries}
+    dest = root / RECORD_FILE
+    write_atomic(dest, (RECORD_HEADER + tomli_w.dumps(data)).encode())
+    return dest
+
+
+def _stale(root: Path, name: str, entry: dict[str, object], p: probe.Probe | None) -> str | None:
+    """What changed since patch ``name``'s ``entry`` was recorded, or None."""
+    if entry.get("upstream-sha256") != lock.load(root).sdist.sha256:
+        return f"the upstream pin ({lock.LOCK_FILE}) moved since"
+    if entry.get("patch-sha256") != sha256_file(root / series.PATCHES_DIR / name):
+        return "the patch file changed since"
+    if entry.get("probe-sha256") != (_probe_sha256(p) if p else ""):
+        return f"its {probe.PROBES_FILE} table changed since"
+    tests = entry.get("test-sha256")
+    for file, digest in (tests if isinstance(tests, dict) else {}).items():
+        path = root / file
+        if not path.is_file() or sha256_file(path) != digest:
+            return f"{file}, which caught it, changed since"
+    return None
+
+
+def lint(root: Path, patch_names: list[str]) -> list[str]:
+    """Problems with ``mutation.toml`` against the series, one line each:
+    every patch needs a ``caught`` record matching the upstream pin, its
+    current bytes, its probe and the test files that caught it."""
+    path = root / RECORD_FILE
+    try:
+        entries = load_record(root)
+        probes = probe.load(root)
+        lock.load(root)
+    except (MutationError, probe.ProbeError, lock.LockError) as exc:
+        return [str(exc)]
+    fix = "run `nox -s mutation -- --record {}`"
+    problems = []
+    for name in patch_names:
+        entry = entries.get(name)
+        if not isinstance(entry, dict):
+            problems.append(f"{path}: patches/{name} has no mutation record; " + fix.format(name))
+            continue
+        if entry.get("status") != CAUGHT:
+            why = f"{entry.get('status')}: {entry.get('detail')}"
+            problems.append(f"{path}: patches/{name} is not caught by its tests ({why})")
+            continue
+        stale = _stale(root, name, entry, probes.get(name))
+        if stale:
+            problems.append(f"{path}: patches/{name}: {stale} its record; " + fix.format(name))
+    return problems

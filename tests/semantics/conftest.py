@@ -27,11 +27,20 @@ from vllm.distributed import (  # noqa: E402
     init_distributed_environment,
     initialize_model_parallel,
 )
-from vllm.model_executor.models import deepseek_v2 as ds  # noqa: E402
 
 from tests.semantics import stubs  # noqa: E402
 
 _DIST_READY = False
+
+
+def _deepseek_v2():  # type: ignore[no-untyped-def]
+    """``vllm.model_executor.models.deepseek_v2``, imported when a fixture
+    needs it, not at collection: where the module does not import (the
+    series without deepseek_v2-import-SupportsEagle3.patch) only the tests
+    that use it fail, and test_deepseek_v2_imports.py says why."""
+    from vllm.model_executor.models import deepseek_v2
+
+    return deepseek_v2
 
 
 def ensure_distributed() -> None:
@@ -62,6 +71,7 @@ def make_model(
 ) -> Iterator[Callable[[int], object]]:
     """``make_model(num_layers)`` -> a real ``DeepseekV3ForCausalLM`` built by
     its own ``__init__``, with stub layers, embedding and norm."""
+    ds = _deepseek_v2()
     monkeypatch.setattr(ds, "DeepseekV2DecoderLayer", stubs.StubDecoderLayer)
     monkeypatch.setattr(ds, "VocabParallelEmbedding", stubs.StubEmbedding)
     monkeypatch.setattr(ds, "RMSNorm", stubs.StubRMSNorm)
@@ -87,6 +97,7 @@ def make_model(
 def pp_rank(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
     """``pp_rank(model, start, end, first=..., last=...)`` puts ``model`` on
     one pipeline rank owning global layers ``[start, end)``."""
+    ds = _deepseek_v2()
 
     def place(model: object, start: int, end: int, *, first: bool, last: bool) -> None:
         monkeypatch.setattr(ds, "get_pp_group", lambda: stubs.FakePPGroup(first, last))

@@ -31,6 +31,15 @@ def run(model, **kw):  # type: ignore[no-untyped-def]
 
 
 def aux_of(model, layers):  # type: ignore[no-untyped-def]
+    """Set ``layers`` the way the model runner does, then run forward.
+
+    The runner sets aux layers only on a model that upstream's
+    ``supports_eagle3`` accepts; on any other it raises "Model does not
+    support EAGLE3 interface", which is what 0.17.1 does for DeepSeek-V3.
+    """
+    assert supports_eagle3(model), (
+        f"{type(model).__name__} is not SupportsEagle3: the runner refuses EAGLE-3 on it"
+    )
     model.set_aux_hidden_state_layers(layers)
     out = run(model)
     assert isinstance(out, tuple), f"forward returned {type(out).__name__}, not (hidden, aux)"

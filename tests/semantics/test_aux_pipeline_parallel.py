@@ -284,3 +284,71 @@ def test_drafter_layers_are_numbered_after_all_target_layers_on_the_last_stage(
     head = llama_head._build(llama_eagle3, vc)
     assert starts == [4], "the head's first layer id must follow every target layer"
     assert head.config.target_layer_count == 4
+
+
+class _NoProfiler:
+    """Stands in for ``DeviceMemoryProfiler`` (it asks the device's memory)."""
+
+    consumed_memory = 0
+
+    def __enter__(self) -> _NoProfiler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _first_stage_runner(monkeypatch, model, draft_hf):  # type: ignore[no-untyped-def]
+    """A ``GPUModelRunner`` made without ``__init__`` (it needs CUDA), as the
+    first of two pipeline stages: no drafter and so
+    ``use_aux_hidden_state_outputs`` False (what ``__init__`` sets there), an
+    EAGLE-3 speculative config with the head's ``draft_hf`` config, and a
+    model loader that returns ``model``; no EPLB, LoRA, compilation or CUDA
+    graphs."""
+    from vllm.config import CompilationMode, CUDAGraphMode
+    from vllm.v1.worker import gpu_model_runner as gmr
+
+    monkeypatch.setattr(gmr, "get_pp_group", lambda: stubs.FakePPGroup(True, False))
+    monkeypatch.setattr(
+        gmr, "get_model_loader", lambda cfg: SimpleNamespace(load_model=lambda **kw: model)
+    )
+    monkeypatch.setattr(gmr, "DeviceMemoryProfiler", _NoProfiler)
+    monkeypatch.setattr(gmr, "get_offloader", lambda: SimpleNamespace(post_init=lambda: None))
+    runner = object.__new__(gmr.GPUModelRunner)
+    runner.model_config = SimpleNamespace(model="target", multimodal_config=None)
+    runner.parallel_config = SimpleNamespace(enable_eplb=False, use_ubatching=False)
+    runner.load_config = SimpleNamespace(load_format="auto")
+    runner.lora_config = None
+    runner.vllm_config = SimpleNamespace(
+        compilation_config=SimpleNamespace(mode=CompilationMode.NONE)
+    )
+    runner.compilation_config = SimpleNamespace(cudagraph_mode=CUDAGraphMode.NONE)
+    runner.use_aux_hidden_state_outputs = False
+    runner.speculative_config = SimpleNamespace(
+        method="eagle3", draft_model_config=SimpleNamespace(hf_config=draft_hf)
+    )
+    return runner
+
+
+def test_first_stage_loads_its_target_collecting_the_drafters_aux_ids(
+    make_model, pp_rank, monkeypatch
+) -> None:
+    """The shipped ``GPUModelRunner.load_model`` on the first of two stages
+    [0, 4) [4, 8), for a head with ids (1, 3, 6): the loaded target then
+    sends the states of ids 1 and 3 (those in its slice) to the last stage,
+    where the drafter is. Without the rule a stage without the drafter never
+    sets the ids, sends none, and the drafter gets only the last stage's."""
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    model = make_model(N)
+    head = SimpleNamespace(eagle_aux_hidden_state_layer_ids=[1, 3, 6])
+    runner = _first_stage_runner(monkeypatch, model, head)
+    GPUModelRunner.load_model(runner, load_dummy_weights=True)
+    assert runner.model is model
+    pp_rank(model, 0, 4, first=True, last=False)
+    sent = model(IDS, POS)
+    assert isinstance(sent, IntermediateTensors), type(sent).__name__
+    assert sorted(k for k in sent.tensors if k.startswith(KEY)) == [f"{KEY}1", f"{KEY}3"]
+    streams = stubs.oracle_streams(IDS, N)
+    for layer in (1, 3):
+        torch.testing.assert_close(sent[f"{KEY}{layer}"], streams[layer], rtol=0, atol=0)

@@ -82,9 +82,10 @@ class LogRecorder:
     debug = info_once = info
 
 
-def load_into_proposer(drafter: nn.Module, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def load_into_proposer(drafter: nn.Module, monkeypatch: pytest.MonkeyPatch, target=None):  # type: ignore[no-untyped-def]
     """Run the shipped ``EagleProposer.load_model`` for ``drafter`` on a
-    multimodal target; return the proposer and the warnings it logged."""
+    multimodal ``target`` (default: the Kimi-K2.5 stand-in); return the
+    proposer and the warnings it logged."""
     from vllm.v1.spec_decode import eagle
 
     # load_model's own module: eagle.py, or from 0.20.0 the base
@@ -101,7 +102,7 @@ def load_into_proposer(drafter: nn.Module, monkeypatch: pytest.MonkeyPatch):  # 
     proposer._get_model = lambda: drafter  # type: ignore[method-assign]
     proposer._maybe_share_embeddings = lambda target: None  # type: ignore[method-assign]
     proposer._maybe_share_lm_head = lambda target: None  # type: ignore[method-assign]
-    proposer.load_model(KimiK25ForConditionalGeneration())
+    proposer.load_model(target or KimiK25ForConditionalGeneration())
     return proposer, log.warnings
 
 

@@ -273,17 +273,27 @@ def test_load_weights_places_fc_norm_d2t_and_the_midlayer(ours, tmp_path, distri
 
 
 def test_plain_mla_head_loads_and_combines_the_aux_states_with_fc_alone(
-    ours, tmp_path, distributed
+    tmp_path, distributed, monkeypatch
 ) -> None:
-    """The MLA drafter as 0.18.0 shipped it, before EAGLE 3.1: a head without
-    ``fc_norm`` loads its fc, midlayer and ``d2t`` and combines the aux
+    """The MLA drafter as 0.18.0 shipped it, before EAGLE 3.1: the class the
+    loader resolves for a head naming ``Eagle3DeepseekV2ForCausalLM`` (the
+    draft model config's architecture, through vLLM's registry) loads a
+    head without ``fc_norm`` (fc, midlayer, ``d2t``) and combines the aux
     states with fc alone (the probe of the MLA drafter patch)."""
+    from vllm.model_executor.model_loader.utils import get_model_architecture
+    from vllm.model_executor.models import ModelRegistry
+
+    arch = "Eagle3DeepseekV2ForCausalLM"  # 0.17.1 refuses a head naming it
+    assert arch in ModelRegistry.get_supported_archs(), f"vLLM's model registry has no {arch}"
     target = stubs.write_text_config(tmp_path / "target", 4)
     head = write_head(tmp_path / "head", fc_norm=False, norm_output=False)
     vc = eagle3_vllm_config(target, head)
+    cls, resolved = get_model_architecture(vc.speculative_config.draft_model_config)
+    assert resolved == arch
+    _stub(sys.modules[cls.__module__], monkeypatch)
     with set_current_vllm_config(vc):
         distributed()
-        model = ours.Eagle3DeepseekV2ForCausalLM(vllm_config=vc, prefix="")
+        model = cls(vllm_config=vc, prefix="")
     every = checkpoint(tmp_path / "head.safetensors")
     w = {k: v for k, v in every.items() if not k.startswith("fc_norm.")}
     with set_current_vllm_config(vc):
