@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from vpq import build, cli, lock, rebase, rerere, series
+from vpq import build, cli, lock, rebase, rerere, series, staircase
 from vpq import git as g
 
 from tests.unit.tiny_upstream import MOD, Upstream, publish, replace_line
@@ -58,13 +58,13 @@ def resolve(root: Path, old: str, new: str) -> None:
     g.git(["add", "vllm/mod.py"], work)
 
 
-def stopped_at(root: Path, call: object, *args: object) -> rebase.Report:
+def stopped_at(root: Path, call: object, *args: object) -> staircase.Report:
     with pytest.raises(rebase.RebaseStopped) as info:
         call(root, *args)  # type: ignore[operator]
     return info.value.report
 
 
-def status(report: rebase.Report) -> dict[str, str]:
+def status(report: staircase.Report) -> dict[str, str]:
     return {o.patch: o.label for o in report.outcomes}
 
 
@@ -111,8 +111,8 @@ def test_check_marks_recorded_cells_and_a_move_reports_and_prunes_what_it_did_no
         {A: "clean", B: "rebased (recorded)"},
     ]
     assert rebase.stale_resolutions(root, reports) == []
-    table = rebase.staircase("1.0", series.load(root), reports)
-    assert f"| `{A}` | rebased (recorded) | clean |" in rebase.render_staircase(table)
+    table = staircase.build("1.0", series.load(root), reports)
+    assert f"| `{A}` | rebased (recorded) | clean |" in table.render()
     assert inputs(root) == start
 
     kept = rebase.start(root, "1.2")  # 1.2 has no f10 conflict: A's resolution is stale

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from vpq import contract, contract_check, fetch, lock, queue, rebase, series, tree
+from vpq import contract, contract_check, fetch, lock, queue, releases, series, tree
 from vpq import git as g
 from vpq.files import sha256_file
 
@@ -201,7 +201,7 @@ def publish(upstream: Upstream, mods: dict[str, str], monkeypatch: pytest.Monkey
             ),
             path,
         )  # fmt: skip
-    monkeypatch.setattr(rebase, "target_lock", lambda _old, v: targets[v])
+    monkeypatch.setattr(releases, "target_lock", lambda _old, v: targets[v])
     monkeypatch.setattr(
         contract_check, "check_source", lambda *a, **k: contract.Table(rows={}, where={})
     )
