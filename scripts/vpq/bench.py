@@ -29,14 +29,16 @@ from vpq.workspace import Workspace
 
 @dataclass
 class Case:
-    """One timed command: wall time, peak RSS, whether it succeeded, and its
-    ratio to the baseline."""
+    """One timed command: wall time, peak RSS, whether it succeeded, its
+    ratio to the baseline and, for a staircase case, to the cold staircase
+    run of the same bench (``vs_cold``)."""
 
     name: str
     seconds: float
     peak_rss_mib: float
     ok: bool
     ratio: float | None = None
+    vs_cold: float | None = None
 
 
 def measure(
@@ -131,11 +133,14 @@ def _staircase_cases(root: Path, releases: list[str]) -> list[Case]:
     args = ["rebase", "--check", *releases]
     what = f"rebase_upstream --check {' '.join(releases)}"
     shutil.rmtree(Workspace(root).work, ignore_errors=True)
-    return [
+    cases = [
         measure(f"{what}, cold (--no-cache, no build/work)", [*args, "--no-cache"], root),
         measure(f"{what}, warm (--no-cache)", [*args, "--no-cache"], root),
         measure(f"{what}, unchanged (verdict cache)", args, root),
     ]
+    for c in cases:
+        c.vs_cold = round(c.seconds / cases[0].seconds, 3) if cases[0].ok else None
+    return cases
 
 
 def run(
@@ -175,13 +180,16 @@ def run(
 
 
 def render(cases: list[Case]) -> str:
-    """The bench table as printed: case, wall s, peak RSS MiB, ratio to the baseline."""
+    """The bench table as printed: case, wall s, peak RSS MiB, ratio to the
+    baseline, and a staircase case's ratio to the cold staircase run."""
     w = max(len(c.name) for c in cases)
-    lines = [f"{'case':<{w}}  {'wall s':>8}  {'peak RSS MiB':>12}  {'/ vLLM build':>12}  ok"]
+    head = f"{'case':<{w}}  {'wall s':>8}  {'peak RSS MiB':>12}  {'/ vLLM build':>12}"
+    lines = [head + f"  {'/ cold check':>12}  ok"]
     for c in cases:
         ratio = f"{c.ratio:.3f}" if c.ratio is not None else "-"
+        cold = f"{c.vs_cold:.3f}" if c.vs_cold is not None else "-"
         lines.append(
             f"{c.name:<{w}}  {c.seconds:>8.2f}  {c.peak_rss_mib:>12.1f}  {ratio:>12}  "
-            f"{'yes' if c.ok else 'NO'}"
+            f"{cold:>12}  {'yes' if c.ok else 'NO'}"
         )
     return "\n".join(lines)
