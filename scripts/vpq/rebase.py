@@ -38,9 +38,13 @@ Steps (``gbp pq rebase`` / ``gbp import-orig`` style, in ``build/work``):
    in the report (``build/rebase/report-<old>-to-<new>.md``).
 
 ``check`` runs the same steps for one or more releases without changing
-anything, and does not stop at a conflict.
+anything, and does not stop at a conflict; each release's verdicts come
+from the verdict cache (``vpq.verdicts``) when nothing they depend on
+changed.
 
-This module orchestrates; it knows nothing about wheel internals.
+This module is the cherry-pick state machine. The target's lock comes from
+``vpq.releases``; the reports it returns, and the staircase over several
+releases, are ``vpq.staircase``'s. It knows nothing about wheel internals.
 """
 
 from __future__ import annotations
