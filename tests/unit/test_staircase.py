@@ -211,3 +211,22 @@ def test_a_probe_that_skips_at_a_release_is_flagged_as_not_probing(one_patch: Up
     assert table.probe_flags == [
         f"patches/{patch.name}: its probe is not probing at 1.2 ({seen[1]}): make it run there"
     ]
+
+
+def test_no_cache_reaches_the_check(one_patch: Upstream, monkeypatch) -> None:
+    from vpq import cli
+
+    (patch,) = series.load(one_patch.root)
+    rep = staircase.Report("1.0", "1.1", [staircase.Outcome(patch.name, "clean", "applies as is")],
+                           checked=True)  # fmt: skip
+    seen: list[bool] = []
+
+    def fake_check(root, versions, source, on_report, use_cache):  # type: ignore[no-untyped-def]
+        seen.append(use_cache)
+        return [rep]
+
+    monkeypatch.setattr(rebase, "check", fake_check)
+    root = str(one_patch.root)
+    assert cli.main(["--root", root, "rebase", "--check", "1.1"]) == 0
+    assert cli.main(["--root", root, "rebase", "--check", "1.1", "--no-cache"]) == 0
+    assert seen == [True, False]
