@@ -134,8 +134,11 @@ def _load(root: Path) -> State:
         data = json.loads(path.read_text())
         outcomes = [Outcome.from_json(o, str(path)) for o in data.pop("outcomes")]
         probes = {k: (bool(v[0]), str(v[1])) for k, v in data.pop("probes", {}).items()}
-        return State(**data, outcomes=outcomes, probes=probes)
-    except (ValueError, TypeError, KeyError, IndexError, ReportError) as exc:
+        state = State(**data, outcomes=outcomes, probes=probes)
+        if not (isinstance(state.old_lock, dict) and isinstance(state.new_lock, dict)):
+            raise ValueError("its locks are not tables (saved by an older vpq?)")
+        return state
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, ReportError) as exc:
         raise RebaseError(
             f"{path}: not a saved rebase ({exc}); run `{ABORT}` and start the move again"
         ) from None
@@ -424,7 +427,8 @@ def resume(root: Path, *, prune: bool = False) -> Report:
 def abort(root: Path) -> None:
     """``--abort``: drop the rebase; the repository's inputs were never
     touched (resolutions already recorded in ``rerere/`` stay)."""
-    _load(root)  # raises when no rebase is in progress
+    if not _state_path(root).exists():  # not parsed: a malformed one is dropped too
+        raise RebaseError("no rebase is in progress (nothing to --continue or --abort)")
     repo = Workspace(root).work
     g.cherry_pick_abort(repo)
     g.force_branch(repo, queue.PATCHED_BRANCH, check=False)

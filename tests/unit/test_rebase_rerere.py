@@ -8,6 +8,7 @@ changes only f20, the same way.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,22 @@ def test_prune_with_abort_is_a_usage_error(
     )
     err = capsys.readouterr().err
     assert err == "error: --prune-resolutions goes with a move, --continue or --check\n"
+
+
+def test_a_state_file_with_locks_saved_as_toml_text_is_refused_in_one_paragraph(
+    one_patch: Upstream,
+) -> None:
+    """A saved rebase keeps its locks as tables; one that holds TOML text
+    (an older vpq) is named, with what to do, instead of a traceback."""
+    state = one_patch.root / "build" / "rebase" / "state.json"
+    state.parent.mkdir(parents=True)
+    text = (one_patch.root / "upstream.lock").read_text()
+    fields = {"old_lock": text, "new_lock": text, "old_ref": "a", "new_ref": "b"}
+    state.write_text(json.dumps({**fields, "pending": [], "outcomes": [], "table": {}}))
+    with pytest.raises(rebase.RebaseError) as info:
+        rebase.resume(one_patch.root)
+    assert str(info.value).startswith(f"{state}: not a saved rebase (its locks are not tables")
+    assert "nox -s rebase_upstream -- --abort" in str(info.value)
+    build.prepare(one_patch.root)  # the work tree the abort resets
+    rebase.abort(one_patch.root)
+    assert not state.exists()
