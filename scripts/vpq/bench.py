@@ -3,8 +3,11 @@
 Each case runs ``python -m vpq ...`` in a child process and records its
 wall time (s) and peak resident memory (MiB, from ``wait4``'s rusage).
 Ratios are against vLLM's own precompiled build (``--backend setuptools``)
-measured in the same run on the same machine. Results go to
-``build/bench.json`` and a table on stdout. Nothing here asserts on time.
+measured in the same run on the same machine. The staircase cases
+(``rebase_upstream --check`` on two releases: cold, warm and unchanged,
+the last answered by the verdict cache) compare with each other too.
+Results go to ``build/bench.json`` and a table on stdout. Nothing here
+asserts on time.
 """
 
 from __future__ import annotations
@@ -26,14 +29,16 @@ from vpq.workspace import Workspace
 
 @dataclass
 class Case:
-    """One timed command: wall time, peak RSS, whether it succeeded, and its
-    ratio to the baseline."""
+    """One timed command: wall time, peak RSS, whether it succeeded, its
+    ratio to the baseline and, for a staircase case, to the cold staircase
+    run of the same bench (``vs_cold``)."""
 
     name: str
     seconds: float
     peak_rss_mib: float
     ok: bool
     ratio: float | None = None
+    vs_cold: float | None = None
 
 
 def measure(
@@ -114,14 +119,45 @@ def _build_cases(root: Path, plats: list[str], out: Path) -> list[Case]:
     return cases
 
 
+#: The releases of the staircase cases: the first after the pin and the newest.
+STAIRCASE_RELEASES = ("0.18.1", "0.33.0")
+
+
+def _staircase_cases(root: Path, releases: list[str]) -> list[Case]:
+    """``rebase_upstream --check RELEASES`` three ways: cold (no
+    ``build/work``, every verdict computed: ``--no-cache``), warm
+    (``build/work`` kept, still ``--no-cache``: the replay, the contract
+    import and the probe run again) and unchanged (the verdict cache, which
+    the warm run refreshed, answers). The releases' deps venvs are reused
+    in all three."""
+    args = ["rebase", "--check", *releases]
+    what = f"rebase_upstream --check {' '.join(releases)}"
+    shutil.rmtree(Workspace(root).work, ignore_errors=True)
+    cases = [
+        measure(f"{what}, cold (--no-cache, no build/work)", [*args, "--no-cache"], root),
+        measure(f"{what}, warm (--no-cache)", [*args, "--no-cache"], root),
+        measure(f"{what}, unchanged (verdict cache)", args, root),
+    ]
+    for c in cases:
+        c.vs_cold = round(c.seconds / cases[0].seconds, 3) if cases[0].ok else None
+    return cases
+
+
 def run(
-    root: Path, *, with_native: bool = True, rebase_target: str | None = "0.18.1"
+    root: Path,
+    *,
+    with_native: bool = True,
+    with_builds: bool = True,
+    rebase_targets: list[str] | None = None,
 ) -> list[Case]:
-    """All cases; the native build is the baseline for the ratios."""
+    """All cases (``with_builds=False``: only the staircase's); the native
+    build is the baseline for the ratios. ``rebase_targets``: the staircase
+    cases' releases (default ``STAIRCASE_RELEASES``; empty: none)."""
     pin = lock.load(root)
     out = Path(tempfile.mkdtemp(prefix="bench-", dir=Workspace(root).build))
+    targets = list(STAIRCASE_RELEASES) if rebase_targets is None else rebase_targets
     try:
-        cases = _build_cases(root, sorted(pin.wheels), out)
+        cases = _build_cases(root, sorted(pin.wheels), out) if with_builds else []
         if with_native:
             host = build.host_platform()
             cases.append(_vllm_own_build(root, pin, host, out))
@@ -129,9 +165,8 @@ def run(
             cases.append(
                 _build(name, root, out / "n", "--platform", host, "--backend", "setuptools")
             )
-        if rebase_target:
-            args = ["rebase", "--check", rebase_target]
-            cases.append(measure(f"rebase_upstream --check {rebase_target}", args, root))
+        if targets:
+            cases += _staircase_cases(root, targets)
     finally:
         shutil.rmtree(out, ignore_errors=True)
     base = next((c for c in cases if c.name.startswith(BASELINE) and c.ok), None)
@@ -145,13 +180,16 @@ def run(
 
 
 def render(cases: list[Case]) -> str:
-    """The bench table as printed: case, wall s, peak RSS MiB, ratio to the baseline."""
+    """The bench table as printed: case, wall s, peak RSS MiB, ratio to the
+    baseline, and a staircase case's ratio to the cold staircase run."""
     w = max(len(c.name) for c in cases)
-    lines = [f"{'case':<{w}}  {'wall s':>8}  {'peak RSS MiB':>12}  {'/ vLLM build':>12}  ok"]
+    head = f"{'case':<{w}}  {'wall s':>8}  {'peak RSS MiB':>12}  {'/ vLLM build':>12}"
+    lines = [head + f"  {'/ cold check':>12}  ok"]
     for c in cases:
         ratio = f"{c.ratio:.3f}" if c.ratio is not None else "-"
+        cold = f"{c.vs_cold:.3f}" if c.vs_cold is not None else "-"
         lines.append(
             f"{c.name:<{w}}  {c.seconds:>8.2f}  {c.peak_rss_mib:>12.1f}  {ratio:>12}  "
-            f"{'yes' if c.ok else 'NO'}"
+            f"{cold:>12}  {'yes' if c.ok else 'NO'}"
         )
     return "\n".join(lines)

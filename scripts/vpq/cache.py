@@ -3,11 +3,12 @@ pruning what this checkout does not use.
 
 Parts: *downloads* (``sha256/<hash>/<file>``, one entry per file), *venvs*
 (``envs/<name>``: the CPU deps venvs, one per vLLM release's requirements,
-the wheel venvs, the engine tier's venvs) and *contract verdicts*
-(``contract/<key>.json``). Each entry has a size (each hard-linked file
-counted once within it) and a last use: ``vpq.fetch`` touches a download it
-hands out, ``vpq.venv.cached`` a venv's ``.used`` marker, the contract check
-a verdict it reads.
+the wheel venvs, the engine tier's venvs), *contract verdicts*
+(``contract/<key>.json``) and *staircase verdicts* (``staircase/*.json``,
+``vpq.verdicts``: each checked release's judgement and report). Each entry
+has a size (each hard-linked file counted once within it) and a last use:
+``vpq.fetch`` touches a download it hands out, ``vpq.venv.cached`` a venv's
+``.used`` marker, the contract check and ``--check`` a verdict they read.
 
 Pruning is explicit: ``vpq cache --prune`` lists the entries that were not
 used for ``--older-than`` days (default 14) and that this checkout does not
@@ -35,7 +36,7 @@ from vpq.workspace import Workspace
 DAY_S = 86400.0
 #: ``--prune`` leaves entries used within this many days unless told otherwise.
 DEFAULT_OLDER_THAN_DAYS = 14.0
-PARTS = ("downloads", "venvs", "contract verdicts")
+PARTS = ("downloads", "venvs", "contract verdicts", "staircase verdicts")
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,8 @@ def scan(cache: Path, needed: dict[Path, str] | None = None) -> list[Entry]:
             found.append(("venvs", d, _venv_last_use(d)))
     for f in sorted((cache / "contract").glob("*.json")):
         found.append(("contract verdicts", f, f.stat().st_mtime))
+    for f in sorted((cache / "staircase").glob("*.json")):
+        found.append(("staircase verdicts", f, f.stat().st_mtime))
     return [Entry(part, p, tree_size(p), used, needed.get(p, "")) for part, p, used in found]
 
 
@@ -125,7 +128,7 @@ def remove(entry: Entry) -> bool:
     """Remove ``entry`` under its lock; False (nothing removed) when another
     process holds the lock, i.e. is using or making it right now."""
     lock_path = Path(str(entry.path) + ".lock")
-    if not lock_path.exists():  # nothing locks it (a contract verdict)
+    if not lock_path.exists():  # nothing locks it (a contract or staircase verdict)
         entry.path.unlink(missing_ok=True)
         return True
     guard = FileLock(str(lock_path))

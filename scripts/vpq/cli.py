@@ -22,8 +22,10 @@ from vpq import (
     publish,
     queue,
     rebase,
+    releases,
     rerere,
     series,
+    staircase,
     tree,
     worklock,
 )
@@ -84,7 +86,12 @@ def _report_contract(table: Table, what: str) -> int:
 
 def cmd_bench(ns: argparse.Namespace) -> int:
     """``vpq bench``: time the builds against vLLM's own build."""
-    cases = bench.run(_root(ns), with_native=not ns.no_native, rebase_target=ns.rebase_target)
+    cases = bench.run(
+        _root(ns),
+        with_native=not ns.no_native,
+        with_builds=not ns.no_builds,
+        rebase_targets=ns.rebase_target,
+    )
     print(bench.render(cases))
     print("written to build/bench.json")
     return 0 if all(c.ok for c in cases) else 1
@@ -152,27 +159,30 @@ def _rebase_check(root: Path, ns: argparse.Namespace) -> int:
     """``vpq rebase --check``: each release's table as it is done, then the
     staircase (for one release, only what the table does not show)."""
     pin = lock.load(root)
-    versions = ns.check or rebase.newer_versions(pin.name, pin.version)
+    versions = ns.check or releases.newer_versions(pin.name, pin.version)
     if not versions:
         print(f"no release newer than vllm {pin.version}")
         return 0
     print(f"checking {len(versions)} release(s): {', '.join(versions)}", flush=True)
 
-    def show(rep: rebase.Report) -> None:
+    def show(rep: staircase.Report) -> None:
         """Print one release's table as soon as it is done."""
-        print(rep.render() + f"\n  ({rep.seconds:.1f} s)", flush=True)
+        cached = ", from the verdict cache" if rep.cached else ""
+        print(rep.render() + f"\n  ({rep.seconds:.1f} s{cached})", flush=True)
 
-    reports = rebase.check(root, versions, ns.upstream_source, on_report=show)
+    reports = rebase.check(
+        root, versions, ns.upstream_source, on_report=show, use_cache=not ns.no_cache
+    )
     if reports:
         stale = rebase.stale_resolutions(root, reports, prune=ns.prune_resolutions)
-        table = rebase.staircase(pin.version, series.load(root), reports, stale)
+        table = staircase.build(pin.version, series.load(root), reports, stale)
         if len(reports) > 1:
-            print(rebase.render_staircase(table))
+            print(table.render())
         else:  # the staircase's table would repeat the release's table above
-            print(rebase.render_flags(table) or "The patch headers agree with this release.")
+            print(table.render_flags() or "The patch headers agree with this release.")
         if stale and ns.prune_resolutions:
             print(f"pruned {len(stale)} recorded resolution(s) from rerere/")
-        print(f"written to {rebase.write_staircase(root, table)} and staircase.json")
+        print(f"written to {table.write(root)} and staircase.json")
         print(f"{len(reports)} release(s) in {sum(r.seconds for r in reports):.0f} s")
     return 0
 
@@ -198,7 +208,7 @@ def cmd_rebase(ns: argparse.Namespace) -> int:
             if bool(ns.version) == bool(ns.latest):
                 raise UsageError("give a version or --latest (or --continue, --abort, --check)")
             pin = lock.load(root)
-            version = rebase.latest_version(pin.name) if ns.latest else ns.version
+            version = releases.latest_version(pin.name) if ns.latest else ns.version
             report = rebase.start(root, version, ns.upstream_source, prune=ns.prune_resolutions)
     except rebase.RebaseStopped as stopped:
         print(stopped.report.render())
@@ -361,6 +371,12 @@ def _add_rebase(sub: argparse._SubParsersAction, locking: argparse.ArgumentParse
         help="only print the table for these releases (default: all newer than the pin)",
     )
     r.add_argument("--upstream-source", choices=["sdist", "git"], default="sdist")
+    r.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="with --check: judge every release afresh, not from the verdict cache "
+        "(the cache is refreshed)",
+    )
     r.add_argument("--no-build", action="store_true", help="do not build wheels for the new pin")
     r.add_argument(
         "--prune-resolutions",
@@ -375,7 +391,16 @@ def _add_checks(sub: argparse._SubParsersAction, locking: argparse.ArgumentParse
     """``vpq bench``, ``contract`` and ``preflight``."""
     bn = sub.add_parser("bench", help="time the builds against vLLM's own build (nox -s bench)")
     bn.add_argument("--no-native", action="store_true", help="skip vLLM's own build (no ratios)")
-    bn.add_argument("--rebase-target", default="0.18.1", help="release for the rebase --check step")
+    bn.add_argument(
+        "--rebase-target",
+        nargs="*",
+        metavar="VERSION",
+        help="releases for the rebase --check cases (default: "
+        f"{' '.join(bench.STAIRCASE_RELEASES)}; none given: no such cases)",
+    )
+    bn.add_argument(
+        "--no-builds", action="store_true", help="skip the build cases (the staircase's only)"
+    )
     bn.set_defaults(func=cmd_bench)
     k = sub.add_parser(
         "contract",

@@ -112,6 +112,17 @@ def parse(text: str, path: Path) -> Lock:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise LockError(f"{path}: not valid TOML: {exc}") from None
+    return from_table(data, path)
+
+
+def from_table(data: dict[str, object], path: Path) -> Lock:
+    """Validate a lock's tables (``upstream.lock`` as ``tomllib`` reads it,
+    or ``to_table``'s form saved elsewhere); ``path`` names the file that
+    held them in messages.
+
+    Raises:
+        LockError: naming ``path`` and the bad key.
+    """
     up = _table(data, "upstream", path)
     name = _req(up, "name", "upstream", path)
     version = _req(up, "version", "upstream", path)
@@ -163,9 +174,9 @@ def load(root: Path) -> Lock:
     return parse(text, path)
 
 
-def dumps(lock: Lock) -> str:
-    """Serialise a lock to TOML text (stable key order)."""
-    data = {
+def to_table(lock: Lock) -> dict[str, object]:
+    """The lock as ``upstream.lock``'s tables (stable key order)."""
+    return {
         "upstream": {
             "name": lock.name,
             "version": lock.version,
@@ -180,8 +191,12 @@ def dumps(lock: Lock) -> str:
             for plat, a in sorted(lock.wheels.items())
         },
     }
+
+
+def dumps(lock: Lock) -> str:
+    """Serialise a lock to TOML text (stable key order)."""
     header = "# The upstream pin. Written by `nox -s rebase_upstream`; see README.\n"
-    return header + tomli_w.dumps(data)
+    return header + tomli_w.dumps(to_table(lock))
 
 
 def dump(lock: Lock, root: Path) -> None:

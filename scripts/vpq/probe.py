@@ -200,7 +200,7 @@ def verdict(probe: Probe, outcomes: dict[str, str]) -> tuple[bool, str]:
     """``(absorbed, what the probe saw)`` from one run's outcomes (node id ->
     passed | failed | skipped | error). Absorbed only when the probe selected
     at least one test and every selected test passed; a selected test that
-    skipped is reported as ``NOT_PROBING`` (``vpq.rebase.probe_flags`` flags
+    skipped is reported as ``NOT_PROBING`` (``vpq.staircase.probe_flags`` flags
     it)."""
     picked = {n: o for n, o in outcomes.items() if selects(probe, n)}
     broken = sorted(n for n, o in outcomes.items() if o == "error" and "::" not in n)

@@ -38,47 +38,48 @@ Steps (``gbp pq rebase`` / ``gbp import-orig`` style, in ``build/work``):
    in the report (``build/rebase/report-<old>-to-<new>.md``).
 
 ``check`` runs the same steps for one or more releases without changing
-anything, and does not stop at a conflict.
+anything, and does not stop at a conflict; each release's verdicts come
+from the verdict cache (``vpq.verdicts``) when nothing they depend on
+changed.
 
-This module orchestrates; it knows nothing about wheel internals.
+This module is the cherry-pick state machine. The target's lock comes from
+``vpq.releases``; the reports it returns, and the staircase over several
+releases, are ``vpq.staircase``'s. It knows nothing about wheel internals.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from vpq import (
     build,
-    fetch,
     lock,
     probe,
     progress,
     queue,
+    releases,
     rerere,
     series,
     tree,
-    wheel,
+    verdicts,
 )
 from vpq import git as g
 from vpq.contract import drafter as contract_drafter
-from vpq.contract import run as contract_check
-from vpq.contract import table as contract
+from vpq.contract import items as contract_items
+from vpq.contract import run as contract_run
+from vpq.contract import table as contract_table
 from vpq.errors import VpqError
 from vpq.files import write_atomic
+from vpq.staircase import ABORT, CONTINUE, RECORDED, Outcome, Report, ReportError, Status
 from vpq.workspace import Workspace
 
 REBASE_BRANCH = "rebase"
-CONTINUE = "nox -s rebase_upstream -- --continue"
-#: The signal of a patch whose conflict a recorded resolution settled.
-RECORDED = "recorded resolution"
-ABORT = "nox -s rebase_upstream -- --abort"
 
 
 class RebaseError(VpqError):
@@ -95,124 +96,22 @@ class RebaseStopped(VpqError):
 
 
 @dataclass
-class Outcome:
-    """How one patch fared: its ``status``, why (``signal``), how its text went
-    onto the target (``merge``) and what its probe saw there (``probe``)."""
-
-    patch: str
-    status: str  # clean | rebased | absorbed | conflict | pending
-    signal: str  # why: "applies as is", "3-way merge", "empty", "reverse-applies", "contract", ...
-    files: list[str] = field(default_factory=list)  # the files that conflicted
-    probe: str = ""  # what the patch's probe saw on the unpatched target ("" when it has none)
-    merge: str = ""  # "applies as is", "3-way merge", "3-way merge conflicted", ...
-
-    def cells(self, new: str) -> list[str]:
-        """The report's row for this patch (columns: ``Report.COLUMNS``)."""
-        merge = self.merge + (f" ({', '.join(self.files)})" if self.files else "")
-        note = {
-            "absorbed": f"Applied-Upstream: {new}",
-            "conflict": "needs a person",
-            "pending": "not reached",
-        }.get(self.status, "")
-        absorbed_by = self.signal if self.status == "absorbed" else ""
-        return [self.patch, self.label, merge, absorbed_by, note, self.probe]
-
-    @property
-    def label(self) -> str:
-        """The status as the report and the staircase show it: a patch that
-        a recorded resolution (``rerere/``) settled reads ``rebased (recorded)``,
-        apart from a clean 3-way merge."""
-        recorded = self.status == "rebased" and self.signal.startswith(RECORDED)
-        return f"{self.status} (recorded)" if recorded else self.status
-
-
-def _aligned(rows: list[list[str]], indent: str = "  ") -> list[str]:
-    """``rows`` as lines of left-aligned columns; an empty cell shows ``-``."""
-    rows = [[c or "-" for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [
-        indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-        for r in rows
-    ]
-
-
-@dataclass
-class Report:
-    """One move's outcomes; ``checked`` when it came from ``--check`` (nothing
-    was changed)."""
-
-    old: str
-    new: str
-    outcomes: list[Outcome]
-    seconds: float = 0.0
-    error: str = ""
-    checked: bool = False
-    used: list[str] = field(default_factory=list)  # recorded resolutions (rerere ids) it met
-    stale: list[str] = field(default_factory=list)  # those it did not meet, described
-    pruned: bool = False  # whether the stale ones were removed from rerere/
-
-    COLUMNS = ("patch", "status", "merge onto the target", "absorbed by", "note", "probe")
-
-    def counts(self) -> dict[str, int]:
-        """How many patches have each status."""
-        out: dict[str, int] = {}
-        for o in self.outcomes:
-            out[o.status] = out.get(o.status, 0) + 1
-        return out
-
-    def next_step(self) -> str:
-        """One sentence: what to do after this report."""
-        n = self.counts()
-        if self.error:
-            return f"Next: vllm {self.new} cannot take the series until that is fixed."
-        if n.get("pending") or (n.get("conflict") and not self.checked):
-            return f"Next: resolve the conflict in {build.WORK_DIR}, `git add`, then `{CONTINUE}`"
-        if not self.checked:
-            return (
-                f"Next: review and commit patches/, series, {probe.PROBES_FILE} and "
-                f"upstream.lock (now vllm {self.new})."
-            )
-        move = f"nox -s rebase_upstream -- {self.new}"
-        if n.get("conflict"):
-            many = "patches conflict" if n["conflict"] > 1 else "patch conflicts"
-            return (
-                f"Next: {n['conflict']} {many} at {self.new}: run `{move}` and resolve each "
-                f"as it stops (`{CONTINUE}` after each)."
-            )
-        return f"Next: nothing conflicts at {self.new}: `{move}` moves the pin without stopping."
-
-    def render(self) -> str:
-        """The report as printed: a header row naming every column, one row per
-        patch, the counts, and the next step."""
-        lines = [f"vllm {self.old} -> {self.new}" + (" (check only)" if self.checked else "")]
-        if self.error:
-            lines.append(f"  cannot rebase: {self.error}")
-        if self.outcomes:
-            lines += _aligned([list(self.COLUMNS)] + [o.cells(self.new) for o in self.outcomes])
-            counts = ", ".join(f"{k} {v}" for k, v in sorted(self.counts().items()))
-            lines.append(f"  {len(self.outcomes)} patches: {counts}")
-        if self.stale:
-            head = "pruned" if self.pruned else "not met (stale; --prune-resolutions removes them)"
-            lines.append(f"  recorded resolutions {head}:")
-            lines += [f"    {line}" for line in self.stale]
-        lines.append("  " + self.next_step())
-        return "\n".join(lines)
-
-
-@dataclass
 class State:
-    """A rebase in progress, saved in ``build/rebase/state.json``."""
+    """A rebase in progress, saved in ``build/rebase/state.json``: the two
+    locks as ``upstream.lock``'s tables (``vpq.lock.to_table``), the patch
+    commits still to replay, the outcomes so far, and the target's contract
+    table and probe verdicts (patch -> ``(absorbed, what it saw)``)."""
 
-    old_lock: str
-    new_lock: str
+    old_lock: dict[str, object]
+    new_lock: dict[str, object]
     old_ref: str
     new_ref: str
     pending: list[list[str]]  # [commit, patch name]
-    outcomes: list[dict[str, object]]
+    outcomes: list[Outcome]
     table: dict[str, object]
     current: list[str] | None = None
     started: float = 0.0
-    probes: dict[str, list[object]] = field(default_factory=dict)  # patch -> [absorbed, what]
+    probes: dict[str, tuple[bool, str]] = field(default_factory=dict)
 
 
 def _state_path(root: Path) -> Path:
@@ -224,78 +123,36 @@ def _save(root: Path, state: State) -> None:
 
 
 def _load(root: Path) -> State:
+    """The saved rebase.
+
+    Raises:
+        RebaseError: none is in progress, or its file is not a saved rebase.
+    """
     path = _state_path(root)
     if not path.exists():
         raise RebaseError("no rebase is in progress (nothing to --continue or --abort)")
-    return State(**json.loads(path.read_text()))
+    try:
+        data = json.loads(path.read_text())
+        outcomes = [Outcome.from_json(o, str(path)) for o in data.pop("outcomes")]
+        probes = {k: (bool(v[0]), str(v[1])) for k, v in data.pop("probes", {}).items()}
+        state = State(**data, outcomes=outcomes, probes=probes)
+        if not (isinstance(state.old_lock, dict) and isinstance(state.new_lock, dict)):
+            raise ValueError("its locks are not tables (saved by an older vpq?)")
+        return state
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, ReportError) as exc:
+        raise RebaseError(
+            f"{path}: not a saved rebase ({exc}); run `{ABORT}` and start the move again"
+        ) from None
 
 
-# --- the target release ----------------------------------------------------
-
-
-def target_lock(old: lock.Lock, version: str) -> tuple[lock.Lock, Path]:
-    """The lock for ``version``, from the index, and its verified sdist.
-
-    Wheels are picked per platform the old lock pins, with the old wheel's
-    python and ABI tags (``cp38-abi3``).
+def _locks(root: Path, state: State) -> tuple[lock.Lock, lock.Lock]:
+    """The move's old and new lock.
 
     Raises:
-        RebaseError: the index has no such release, or no wheel for a platform.
+        LockError: the saved tables are malformed (names ``state.json``).
     """
-    try:
-        Version(version)
-    except InvalidVersion:
-        raise RebaseError(f"{version!r} is not a version") from None
-    files = {f.filename: f for f in fetch.list_files(old.name) if not f.yanked}
-    sdist_name = f"{old.name}-{version}.tar.gz"
-    if sdist_name not in files:
-        raise RebaseError(
-            f"the package index has no {sdist_name}: is {old.name} {version} released?"
-        )
-    wheels = {}
-    for plat, art in old.wheels.items():
-        py_abi = wheel.tag_part(art.filename).rsplit("-", 1)[0]  # cp38-abi3
-        cands = sorted(
-            n
-            for n in files
-            if n.startswith(f"{old.name}-{version}-{py_abi}-") and n.endswith(f"_{plat}.whl")
-        )
-        if not cands:
-            raise RebaseError(f"{old.name} {version} publishes no {py_abi} wheel for {plat}")
-        wheels[plat] = lock.Artifact(cands[0], files[cands[0]].sha256)
-    sdist = fetch.fetch(old.name, sdist_name, files[sdist_name].sha256)
-    commit = tree.sdist_commit(sdist)
-    if not commit:
-        raise RebaseError(f"{sdist_name}: vllm/_version.py records no commit id")
-    new = lock.Lock(
-        name=old.name,
-        version=version,
-        tag=old.tag.replace(old.version, version),
-        repository=old.repository,
-        commit=commit,
-        commit_source="sdist vllm/_version.py",
-        sdist=lock.Artifact(sdist_name, files[sdist_name].sha256),
-        wheels=wheels,
-    )
-    return new, sdist
-
-
-def latest_version(project: str) -> str:
-    """The newest final release on the index."""
-    vs = [Version(v) for v in fetch.versions(project) if not Version(v).is_prerelease]
-    if not vs:
-        raise RebaseError(f"the package index lists no release of {project}")
-    return str(max(vs))
-
-
-def newer_versions(project: str, than: str) -> list[str]:
-    """Final releases newer than ``than``, oldest first."""
-    pivot = Version(than)
-    return [
-        str(v)
-        for v in sorted(Version(x) for x in fetch.versions(project))
-        if v > pivot and not v.is_prerelease
-    ]
+    path = _state_path(root)
+    return lock.from_table(state.old_lock, path), lock.from_table(state.new_lock, path)
 
 
 def missing_files(listed: set[str], patches: list[series.Patch]) -> dict[str, list[str]]:
@@ -351,7 +208,13 @@ def _pick(repo: Path, commit: str, patch: series.Patch) -> tuple[list[str], str,
 
 
 def _step(
-    repo: Path, state: State, table: contract.Table, commit: str, patch: series.Patch, *, stop: bool
+    repo: Path,
+    state: State,
+    table: contract_table.Table,
+    commit: str,
+    patch: series.Patch,
+    *,
+    stop: bool,
 ) -> Outcome:
     """Replay one patch commit onto ``HEAD`` and classify it.
 
@@ -373,7 +236,7 @@ def _step(
     # signal: a file the contract holds for (config/speculative.py) also
     # carries patches the contract knows nothing about.
     has_probe = patch.name in state.probes
-    probed, seen = state.probes.get(patch.name, [False, ""])
+    probed, seen = state.probes.get(patch.name, (False, ""))
     signals = [
         name
         for name, holds in (
@@ -392,18 +255,18 @@ def _step(
             g.reset_hard(repo, "HEAD~1")
         if recorded:
             merge = f"3-way merge, {RECORDED} {replayed}"
-        return Outcome(patch.name, "absorbed", ", ".join(signals), conflicted, str(seen), merge)
+        return Outcome(patch.name, "absorbed", ", ".join(signals), conflicted, seen, merge)
     if conflicted:
         if not stop:
             g.cherry_pick_abort(repo)
         if replayed:
             merge += f" (the rest replayed from {replayed})"
-        return Outcome(patch.name, "conflict", "needs a person", conflicted, str(seen), merge)
+        return Outcome(patch.name, "conflict", "needs a person", conflicted, seen, merge)
     if recorded:
         how = f"{RECORDED} {replayed}"
-        return Outcome(patch.name, "rebased", how, probe=str(seen), merge=f"3-way merge, {how}")
-    status = "clean" if exact else "rebased"
-    return Outcome(patch.name, status, merge, probe=str(seen), merge=merge)
+        return Outcome(patch.name, "rebased", how, probe=seen, merge=f"3-way merge, {how}")
+    status: Status = "clean" if exact else "rebased"
+    return Outcome(patch.name, status, merge, probe=seen, merge=merge)
 
 
 def _patches_by_name(root: Path) -> dict[str, series.Patch]:
@@ -417,19 +280,19 @@ def _run(root: Path, state: State, *, stop: bool = True) -> list[Outcome]:
         RebaseStopped: a conflict needs a person (only with ``stop``).
     """
     repo = Workspace(root).work
-    table = contract.Table.from_json(state.table)
+    table = contract_table.Table.from_json(state.table)
     patches = _patches_by_name(root)
-    outcomes = [Outcome(**o) for o in state.outcomes]  # type: ignore[arg-type]
+    outcomes = list(state.outcomes)
     while state.pending:
         commit, name = state.pending[0]
         outcome = _step(repo, state, table, commit, patches[name], stop=stop)
         state.pending.pop(0)
         outcomes.append(outcome)
-        state.outcomes = [asdict(o) for o in outcomes]
+        state.outcomes = list(outcomes)
         if outcome.status == "conflict" and stop:
             state.current = [commit, name]
             _save(root, state)
-            old, new = _versions(state)
+            old, new = (x.version for x in _locks(root, state))
             raise RebaseStopped(
                 f"rebase to vllm {new} stopped: patches/{name} conflicts in "
                 f"{', '.join(outcome.files)}. Resolve the conflict in {repo} (edit, then "
@@ -442,31 +305,50 @@ def _run(root: Path, state: State, *, stop: bool = True) -> list[Outcome]:
 
 def _judge_target(
     root: Path, repo: Path, ref: str, names: list[str]
-) -> tuple[contract.Table, dict[str, list[object]]]:
+) -> tuple[contract_table.Table, dict[str, tuple[bool, str]]]:
     """The unpatched tree at ``ref``, exported once and imported in the venv
     made from that release's own requirements: its contract table, and each
-    patch's probe (patch -> ``[absorbed, what it saw]``).
+    patch's probe (patch -> ``(absorbed, what it saw)``).
 
     Raises:
         ContractError, ProbeError, VenvError.
     """
-    python = contract_check.deps_python(repo, ref)
-    with contract_check.exported(Workspace(root).build, repo, ref) as src:
-        table = contract_check.check_source(python, repo, ref, src)
-        verdicts = probe.run_all(python, root, names, src, table)
-    return table, {name: [absorbed, seen] for name, (absorbed, seen) in verdicts.items()}
+    python = contract_run.deps_python(repo, ref)
+    with contract_run.exported(Workspace(root).build, repo, ref) as src:
+        table = contract_run.check_source(python, repo, ref, src)
+        return table, probe.run_all(python, root, names, src, table)
 
 
-def _begin(root: Path, version: str, source: str) -> State:
-    """Steps 1-2, the checks that can refuse the move, and the set-up of step 3.
+def _judged(
+    root: Path, repo: Path, ref: str, names: list[str], cache: verdicts.Use | None
+) -> tuple[contract_table.Table, dict[str, tuple[bool, str]]]:
+    """``_judge_target``, through the verdict cache where ``cache`` says
+    (read unless ``--no-cache``; written either way)."""
+    if cache and cache.read:
+        hit = verdicts.load_judge(cache.keys.judge)
+        if hit is not None:
+            return hit
+    table, probes = _judge_target(root, repo, ref, names)
+    if cache:
+        verdicts.save_judge(cache.keys.judge, table, probes)
+    return table, probes
+
+
+def _begin(
+    root: Path,
+    target: tuple[lock.Lock, Path],
+    source: str,
+    cache: verdicts.Use | None = None,
+) -> State:
+    """Steps 1-2 onto ``target`` (its lock and sdist: ``releases.target_lock``),
+    the checks that can refuse the move, and the set-up of step 3.
 
     Raises:
-        RebaseError: the target lacks a file the series changes, or cannot
-            be fetched.
+        RebaseError: the target lacks a file the series changes.
     """
     prep = build.prepare(root, source)
     old = prep.lock
-    new, sdist = target_lock(old, version)
+    new, sdist = target
     repo = prep.repo
     old_commit = g.commit_of(repo, prep.upstream_ref)
     with progress.step(f"importing vllm {new.version} into {repo} (from its {source})"):
@@ -478,11 +360,11 @@ def _begin(root: Path, version: str, source: str) -> State:
     missing = missing_files(set(g.tracked_files(repo, new_ref)), prep.patches)
     if missing:
         raise RebaseError(missing_message(new.version, missing))
-    table, probes = _judge_target(root, repo, new_ref, [p.name for p in prep.patches])
+    table, probes = _judged(root, repo, new_ref, [p.name for p in prep.patches], cache)
     commits = queue.commits_since(repo, prep.upstream_ref, queue.PATCHED_BRANCH)
     state = State(
-        old_lock=lock.dumps(old),
-        new_lock=lock.dumps(new),
+        old_lock=lock.to_table(old),
+        new_lock=lock.to_table(new),
         old_ref=prep.upstream_ref,
         new_ref=new_ref,
         pending=[[c, p.name] for c, p in zip(commits, prep.patches, strict=True)],
@@ -506,10 +388,10 @@ def start(root: Path, version: str, source: str = "sdist", *, prune: bool = Fals
     """
     if _state_path(root).exists():
         raise RebaseError(f"a rebase is already in progress: run `{CONTINUE}` or `{ABORT}`")
-    old_version = lock.load(root).version
-    if Version(version) == Version(old_version):
+    old = lock.load(root)
+    if Version(version) == Version(old.version):
         raise RebaseError(f"upstream.lock already pins vllm {version}")
-    state = _begin(root, version, source)
+    state = _begin(root, releases.target_lock(old, version), source)
     _save(root, state)
     return _finish(root, state, _run(root, state), prune)
 
@@ -532,7 +414,7 @@ def resume(root: Path, *, prune: bool = False) -> Report:
         )
     if state.current:
         name = state.current[1]
-        outcomes = [Outcome(**o) for o in state.outcomes]  # type: ignore[arg-type]
+        outcomes = list(state.outcomes)
         files = rerere.conflicts(repo)
         rerere.record(repo)
         if _commit_resolution(repo):
@@ -541,24 +423,19 @@ def resume(root: Path, *, prune: bool = False) -> Report:
             outcomes[-1] = Outcome(
                 name, "absorbed", "empty after resolution", merge="resolved by hand"
             )
-        state.outcomes = [asdict(o) for o in outcomes]
+        state.outcomes = outcomes
         state.current = None
         _save(root, state)
-        old, new = _versions(state)
+        old, new = (x.version for x in _locks(root, state))
         rerere.harvest(root, repo, name, files, f"{old} -> {new}")
     return _finish(root, state, _run(root, state), prune)
-
-
-def _versions(state: State) -> tuple[str, str]:
-    """The move's (old, new) upstream versions."""
-    old = lock.parse(state.old_lock, Path("old")).version
-    return old, lock.parse(state.new_lock, Path("new")).version
 
 
 def abort(root: Path) -> None:
     """``--abort``: drop the rebase; the repository's inputs were never
     touched (resolutions already recorded in ``rerere/`` stay)."""
-    _load(root)  # raises when no rebase is in progress
+    if not _state_path(root).exists():  # not parsed: a malformed one is dropped too
+        raise RebaseError("no rebase is in progress (nothing to --continue or --abort)")
     repo = Workspace(root).work
     g.cherry_pick_abort(repo)
     g.force_branch(repo, queue.PATCHED_BRANCH, check=False)
@@ -568,7 +445,7 @@ def abort(root: Path) -> None:
 def _served_heads(repo: Path) -> set[str]:
     """The EAGLE-3 heads the series served before the move (the registry on
     the patched branch); none where the tree has no registry."""
-    registry = g.show(repo, queue.PATCHED_BRANCH, contract.REGISTRY)
+    registry = g.show(repo, queue.PATCHED_BRANCH, contract_items.REGISTRY)
     if registry is None:
         return set()
     return set(contract_drafter.eagle3_heads(registry.decode()))
@@ -583,13 +460,12 @@ def _finish(root: Path, state: State, outcomes: list[Outcome], prune: bool = Fal
         RebaseError: the contract does not hold on the rebased tree.
     """
     repo = Workspace(root).work
-    old = lock.parse(state.old_lock, Path("old"))
-    new = lock.parse(state.new_lock, Path("new"))
+    old, new = _locks(root, state)
     # The contract must hold on the rebased tree before anything is written,
     # for every EAGLE-3 head the series served before the move (a series
     # without the MLA drafter is not required to serve it afterwards).
-    table = contract_check.for_tree(Workspace(root).build, repo, REBASE_BRANCH, state.new_ref)
-    table = table.without(set(contract_drafter.DRAFTERS) - _served_heads(repo))
+    table = contract_run.for_tree(Workspace(root).build, repo, REBASE_BRANCH, state.new_ref)
+    table = table.without(set(contract_items.DRAFTERS) - _served_heads(repo))
     gaps = table.gap_message(f"the rebased series on vllm {new.version}")
     if gaps:
         raise RebaseError(
@@ -625,32 +501,54 @@ def check(
     versions: list[str],
     source: str = "sdist",
     on_report: Callable[[Report], None] | None = None,
+    *,
+    use_cache: bool = True,
 ) -> list[Report]:
     """``--check``: the classification table for each release; changes
     nothing. ``on_report`` gets each release's report as soon as it is done
-    (the whole staircase takes a while)."""
+    (the whole staircase takes a while). Each release's verdicts come from
+    the verdict cache (``vpq.verdicts``) when nothing they depend on
+    changed; ``use_cache=False`` (``--no-cache``) computes them afresh (and
+    refreshes the cache)."""
     if _state_path(root).exists():
         raise RebaseError(f"a rebase is in progress: run `{CONTINUE}` or `{ABORT}` first")
     reports = []
-    old_version = lock.load(root).version
+    old = lock.load(root)
     for version in versions:
-        t0 = time.monotonic()
-        try:
-            state = _begin(root, version, source)
-            outcomes = _run(root, state, stop=False)
-            met = sorted(rerere.used(Workspace(root).work))
-            took = time.monotonic() - t0
-            reports.append(Report(old_version, version, outcomes, took, checked=True, used=met))
-        except VpqError as exc:  # this release's column says why; the others still run
-            took = time.monotonic() - t0
-            reports.append(Report(old_version, version, [], took, str(exc), checked=True))
-        finally:
-            if on_report and reports and reports[-1].new == version:
-                on_report(reports[-1])
+        reports.append(_check_one(root, old, version, source, use_cache))
+        if on_report:
+            on_report(reports[-1])
+    return reports
+
+
+def _check_one(root: Path, old: lock.Lock, version: str, source: str, use_cache: bool) -> Report:
+    """One release of ``check``: from the cache, or replayed in
+    ``build/work`` (left on the patched branch after); any ``VpqError``
+    becomes the report's ``error``, so the other releases still run."""
+    t0 = time.monotonic()
+    begun = False
+    try:
+        target = releases.target_lock(old, version)
+        use = verdicts.Use(verdicts.keys(root, old, target[0], source), read=use_cache)
+        hit = verdicts.load_report(use.keys.report) if use_cache else None
+        if hit is not None:
+            return replace(hit, seconds=time.monotonic() - t0, cached=True)
+        begun = True
+        state = _begin(root, target, source, use)
+        outcomes = _run(root, state, stop=False)
+        met = sorted(rerere.used(Workspace(root).work))
+        report = Report(
+            old.version, version, outcomes, time.monotonic() - t0, checked=True, used=met
+        )
+        verdicts.save_report(use.keys.report, report)
+        return report
+    except VpqError as exc:  # this release's column says why; the others still run
+        return Report(old.version, version, [], time.monotonic() - t0, str(exc), checked=True)
+    finally:
+        if begun:
             repo = Workspace(root).work
             g.cherry_pick_abort(repo)
             g.force_branch(repo, queue.PATCHED_BRANCH, check=False)
-    return reports
 
 
 def stale_resolutions(root: Path, reports: list[Report], *, prune: bool = False) -> list[str]:
@@ -664,160 +562,3 @@ def stale_resolutions(root: Path, reports: list[Report], *, prune: bool = False)
     if prune and stale:
         rerere.prune(root, [r.id for r in stale])
     return [r.describe() for r in stale]
-
-
-# --- the staircase: every release at once -----------------------------------
-
-
-def expected_absorbed(upstream_status: str | None, version: str) -> bool | None:
-    """Whether the patch header says ``version`` already has the patch:
-    ``Backport [vX]`` means absorbed at every release from X on; a patch in
-    no release (``Pending``, ``Submitted``, ...) is expected to survive. None
-    when the header names no release (``Backport [<commit>]``)."""
-    if not upstream_status or not upstream_status.startswith("Backport"):
-        return False
-    m = re.search(r"\[v?(\d+(?:\.\d+)+)\]", upstream_status)
-    if not m:
-        return None
-    return Version(version) >= Version(m.group(1))
-
-
-def staircase(
-    pin: str, patches: list[series.Patch], reports: list[Report], stale: list[str] | None = None
-) -> dict[str, object]:
-    """One table for ``--check`` over several releases: each patch's status at
-    each release (``rebased (recorded)`` where a recorded resolution settled
-    it), and whether it agrees with the patch's ``Upstream-Status`` header
-    (absorbed exactly from the release the header names). ``stale``: the
-    recorded resolutions no checked release met (``stale_resolutions``)."""
-    rows = []
-    for p in patches:
-        cells: dict[str, dict[str, object]] = {}
-        for rep in reports:
-            got = next((o for o in rep.outcomes if o.patch == p.name), None)
-            want = expected_absorbed(p.upstream_status, rep.new)
-            status = got.label if got else "error"
-            agrees = None if got is None or want is None else (status == "absorbed") == want
-            cells[rep.new] = {
-                "status": status,
-                "signal": got.signal if got else rep.error,
-                "probe": got.probe if got else "",
-                "expected_absorbed": want,
-                "agrees": agrees,
-            }
-        rows.append({"patch": p.name, "upstream_status": p.upstream_status, "cells": cells})
-    table: dict[str, object] = {
-        "pin": pin,
-        "releases": [r.new for r in reports],
-        "errors": {r.new: r.error for r in reports if r.error},
-        "patches": rows,
-    }
-    table["flags"] = header_flags(rows)
-    table["probe_flags"] = probe_flags(rows)
-    table["stale_resolutions"] = stale or []
-    return table
-
-
-def header_flags(rows: list[dict[str, object]]) -> list[str]:
-    """One sentence per patch whose ``Upstream-Status`` the checked releases
-    contradict (its first contradicting release): absorbed before the
-    release its header names, or not absorbed from it on."""
-    flags = []
-    for row in rows:
-        cells: dict[str, dict[str, object]] = row["cells"]  # type: ignore[assignment]
-        bad = [(v, c) for v, c in cells.items() if c["agrees"] is False]
-        if not bad:
-            continue
-        v, c = bad[0]
-        head = f"patches/{row['patch']} says {row['upstream_status']!r}, but at {v} it is "
-        if c["status"] == "absorbed":
-            flags.append(
-                head + f"absorbed ({c['signal']}): the header should name the first release "
-                "that has the patch's behaviour, as Backport [vX]"
-            )
-        else:
-            seen = f"; {c['probe']}" if c["probe"] else ""
-            flags.append(head + f"{c['status']} ({c['signal']}{seen})")
-    return flags
-
-
-def probe_flags(rows: list[dict[str, object]]) -> list[str]:
-    """One sentence per patch whose probe does not probe at some release:
-    absorbed by its text (``empty``, ``reverse-applies``) where its probe did
-    not pass (its stand-ins or imports drifted), or with a selected test that
-    skipped there (``vpq.probe.NOT_PROBING``: a skip decides nothing). Either
-    way the probe would not catch that behaviour going missing."""
-    flags = []
-    for row in rows:
-        cells: dict[str, dict[str, object]] = row["cells"]  # type: ignore[assignment]
-        for v, c in cells.items():
-            signals = str(c["signal"]).split(" (")[0].split(", ")
-            if c["status"] == "absorbed" and c["probe"] and "probe" not in signals:
-                flags.append(
-                    f"patches/{row['patch']} is absorbed at {v} by its text ({c['signal']}), "
-                    f"but its probe did not pass there ({c['probe']}): fix the probe"
-                )
-                break
-            if probe.NOT_PROBING in str(c["probe"]):
-                flags.append(
-                    f"patches/{row['patch']}: its probe is {probe.NOT_PROBING} at {v} "
-                    f"({c['probe']}): make it run there"
-                )
-                break
-    return flags
-
-
-def render_staircase(table: dict[str, object]) -> str:
-    """The staircase as a Markdown table; ``!`` marks a cell that disagrees
-    with the patch's header, and the last line counts the agreeing cells."""
-    releases: list[str] = table["releases"]  # type: ignore[assignment]
-    lines = [
-        f"Staircase from vllm {table['pin']}: status per patch and release "
-        "(! = disagrees with the patch's Upstream-Status)",
-        "",
-        "| patch | " + " | ".join(releases) + " |",
-        "|---|" + "---|" * len(releases),
-    ]
-    agree = total = 0
-    for row in table["patches"]:  # type: ignore[attr-defined]
-        cells = []
-        for v in releases:
-            c = row["cells"][v]
-            total += c["agrees"] is not None
-            agree += bool(c["agrees"])
-            cells.append(c["status"] + (" !" if c["agrees"] is False else ""))
-        lines.append(f"| `{row['patch']}` | " + " | ".join(cells) + " |")
-    for v, err in table["errors"].items():  # type: ignore[attr-defined]
-        lines.append(f"\n{v}: cannot rebase: {err}")
-    flags = render_flags(table)
-    if flags:
-        lines += ["", flags]
-    lines.append(f"\n{agree} of {total} cells agree with the patch headers.")
-    return "\n".join(lines)
-
-
-def render_flags(table: dict[str, object]) -> str:
-    """The staircase's two lists, headers the releases contradict and probes
-    the text contradicts; empty when both are."""
-    lines: list[str] = []
-    flags: list[str] = table.get("flags", [])  # type: ignore[assignment]
-    if flags:
-        lines += ["Headers the releases contradict:"] + [f"- {f}" for f in flags]
-    stale: list[str] = table.get("probe_flags", [])  # type: ignore[assignment]
-    if stale:
-        lines += [""] * bool(lines) + ["Probes that do not probe:"] + [f"- {f}" for f in stale]
-    unmet: list[str] = table.get("stale_resolutions", [])  # type: ignore[assignment]
-    if unmet:
-        lines += [""] * bool(lines) + ["Recorded resolutions no checked release met:"]
-        lines += [f"- {u}" for u in unmet]
-    return "\n".join(lines)
-
-
-def write_staircase(root: Path, table: dict[str, object]) -> Path:
-    """Write the staircase to ``build/rebase/staircase.md`` and ``.json`` (for a
-    scheduled job to diff); return the Markdown path."""
-    out = Workspace(root).rebase
-    write_atomic(out / "staircase.json", (json.dumps(table, indent=1) + "\n").encode())
-    md = out / "staircase.md"
-    write_atomic(md, (render_staircase(table) + "\n").encode())
-    return md

@@ -14,7 +14,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from vpq import lock, probe, rebase, series
+from vpq import lock, probe, rebase, series, staircase
 from vpq.contract import run as contract_run
 from vpq.contract import table as contract_table
 
@@ -45,7 +45,7 @@ CONFLICTING = replace_line(MOD, "return 10\n", "return 100  # upstream's own fix
 ELSEWHERE = MOD + "def f10():  # upstream's own fix\n    return 100\n"
 
 
-def _check(upstream: Upstream) -> rebase.Outcome:
+def _check(upstream: Upstream) -> staircase.Outcome:
     (report,) = rebase.check(upstream.root, ["1.1"])
     assert report.error == ""
     (outcome,) = report.outcomes

@@ -8,10 +8,11 @@ changes only f20, the same way.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from vpq import build, cli, lock, rebase, rerere, series
+from vpq import build, cli, lock, rebase, rerere, series, staircase
 from vpq import git as g
 
 from tests.unit.tiny_upstream import MOD, Upstream, publish, replace_line
@@ -58,13 +59,13 @@ def resolve(root: Path, old: str, new: str) -> None:
     g.git(["add", "vllm/mod.py"], work)
 
 
-def stopped_at(root: Path, call: object, *args: object) -> rebase.Report:
+def stopped_at(root: Path, call: object, *args: object) -> staircase.Report:
     with pytest.raises(rebase.RebaseStopped) as info:
         call(root, *args)  # type: ignore[operator]
     return info.value.report
 
 
-def status(report: rebase.Report) -> dict[str, str]:
+def status(report: staircase.Report) -> dict[str, str]:
     return {o.patch: o.label for o in report.outcomes}
 
 
@@ -111,8 +112,8 @@ def test_check_marks_recorded_cells_and_a_move_reports_and_prunes_what_it_did_no
         {A: "clean", B: "rebased (recorded)"},
     ]
     assert rebase.stale_resolutions(root, reports) == []
-    table = rebase.staircase("1.0", series.load(root), reports)
-    assert f"| `{A}` | rebased (recorded) | clean |" in rebase.render_staircase(table)
+    table = staircase.build("1.0", series.load(root), reports)
+    assert f"| `{A}` | rebased (recorded) | clean |" in table.render()
     assert inputs(root) == start
 
     kept = rebase.start(root, "1.2")  # 1.2 has no f10 conflict: A's resolution is stale
@@ -155,3 +156,22 @@ def test_prune_with_abort_is_a_usage_error(
     )
     err = capsys.readouterr().err
     assert err == "error: --prune-resolutions goes with a move, --continue or --check\n"
+
+
+def test_a_state_file_with_locks_saved_as_toml_text_is_refused_in_one_paragraph(
+    one_patch: Upstream,
+) -> None:
+    """A saved rebase keeps its locks as tables; one that holds TOML text
+    (an older vpq) is named, with what to do, instead of a traceback."""
+    state = one_patch.root / "build" / "rebase" / "state.json"
+    state.parent.mkdir(parents=True)
+    text = (one_patch.root / "upstream.lock").read_text()
+    fields = {"old_lock": text, "new_lock": text, "old_ref": "a", "new_ref": "b"}
+    state.write_text(json.dumps({**fields, "pending": [], "outcomes": [], "table": {}}))
+    with pytest.raises(rebase.RebaseError) as info:
+        rebase.resume(one_patch.root)
+    assert str(info.value).startswith(f"{state}: not a saved rebase (its locks are not tables")
+    assert "nox -s rebase_upstream -- --abort" in str(info.value)
+    build.prepare(one_patch.root)  # the work tree the abort resets
+    rebase.abort(one_patch.root)
+    assert not state.exists()

@@ -8,18 +8,18 @@ import json
 import re
 from pathlib import Path
 
-from vpq import probe, rebase, series
+from vpq import probe, rebase, series, staircase
 
 from tests.unit.tiny_upstream import Upstream
 
 
 def test_a_backport_header_expects_absorption_from_its_release_on() -> None:
-    assert rebase.expected_absorbed("Backport [v0.18.0]", "0.17.1") is False
-    assert rebase.expected_absorbed("Backport [v0.18.0]", "0.18.0") is True
-    assert rebase.expected_absorbed("Backport [v0.18.0]", "0.33.0") is True
-    assert rebase.expected_absorbed("Pending", "0.33.0") is False
-    assert rebase.expected_absorbed("Submitted [https://x/1]", "0.33.0") is False
-    assert rebase.expected_absorbed("Backport [1a2b3c4]", "0.33.0") is None
+    assert staircase.expected_absorbed("Backport [v0.18.0]", "0.17.1") is False
+    assert staircase.expected_absorbed("Backport [v0.18.0]", "0.18.0") is True
+    assert staircase.expected_absorbed("Backport [v0.18.0]", "0.33.0") is True
+    assert staircase.expected_absorbed("Pending", "0.33.0") is False
+    assert staircase.expected_absorbed("Submitted [https://x/1]", "0.33.0") is False
+    assert staircase.expected_absorbed("Backport [1a2b3c4]", "0.33.0") is None
 
 
 def test_the_staircase_marks_cells_that_disagree_with_the_header(
@@ -27,26 +27,26 @@ def test_the_staircase_marks_cells_that_disagree_with_the_header(
 ) -> None:
     (patch,) = series.load(one_patch.root)  # Upstream-Status: Pending
     reports = [
-        rebase.Report("1.0", "1.1", [rebase.Outcome(patch.name, "clean", "applies as is")]),
-        rebase.Report("1.0", "1.2", [rebase.Outcome(patch.name, "absorbed", "empty")]),
-        rebase.Report("1.0", "1.3", [], error="vllm 1.3 has no vllm/mod.py"),
+        staircase.Report("1.0", "1.1", [staircase.Outcome(patch.name, "clean", "applies as is")]),
+        staircase.Report("1.0", "1.2", [staircase.Outcome(patch.name, "absorbed", "empty")]),
+        staircase.Report("1.0", "1.3", [], error="vllm 1.3 has no vllm/mod.py"),
     ]
-    table = rebase.staircase("1.0", [patch], reports)
-    cells = table["patches"][0]["cells"]  # type: ignore[index]
-    assert [cells[v]["status"] for v in ("1.1", "1.2", "1.3")] == ["clean", "absorbed", "error"]
-    assert [cells[v]["agrees"] for v in ("1.1", "1.2", "1.3")] == [True, False, None]
-    md = rebase.render_staircase(table)
+    table = staircase.build("1.0", [patch], reports)
+    cells = table.patches[0].cells
+    assert [cells[v].status for v in ("1.1", "1.2", "1.3")] == ["clean", "absorbed", "error"]
+    assert [cells[v].agrees for v in ("1.1", "1.2", "1.3")] == [True, False, None]
+    md = table.render()
     assert f"| `{patch.name}` | clean | absorbed ! | error |" in md
     assert md.endswith("1 of 2 cells agree with the patch headers.")
     assert "1.3: cannot rebase: vllm 1.3 has no vllm/mod.py" in md
-    assert table["flags"] == [
+    assert table.flags == [
         f"patches/{patch.name} says 'Pending', but at 1.2 it is absorbed (empty): the header "
         "should name the first release that has the patch's behaviour, as Backport [vX]"
     ]
-    assert f"Headers the releases contradict:\n- {table['flags'][0]}" in md
-    path = rebase.write_staircase(one_patch.root, table)
+    assert f"Headers the releases contradict:\n- {table.flags[0]}" in md
+    path = table.write(one_patch.root)
     assert path.read_text() == md + "\n"
-    assert json.loads(path.with_suffix(".json").read_text()) == table
+    assert json.loads(path.with_suffix(".json").read_text()) == table.to_json()
 
 
 def test_a_backport_not_absorbed_at_its_release_is_flagged_with_what_its_probe_saw(
@@ -55,13 +55,13 @@ def test_a_backport_not_absorbed_at_its_release_is_flagged_with_what_its_probe_s
     (patch,) = series.load(one_patch.root)
     patch = dataclasses.replace(patch, body=patch.body.replace("Pending", "Backport [v1.1]"))
     seen = "probe: 1 of 3 not passed (first: tests/x.py::test_a)"
-    conflict = rebase.Outcome(patch.name, "conflict", "needs a person", [], seen)
+    conflict = staircase.Outcome(patch.name, "conflict", "needs a person", [], seen)
     reports = [
-        rebase.Report("1.0", "1.1", [conflict]),
-        rebase.Report("1.0", "1.2", [rebase.Outcome(patch.name, "absorbed", "probe")]),
+        staircase.Report("1.0", "1.1", [conflict]),
+        staircase.Report("1.0", "1.2", [staircase.Outcome(patch.name, "absorbed", "probe")]),
     ]
-    table = rebase.staircase("1.0", [patch], reports)
-    assert table["flags"] == [
+    table = staircase.build("1.0", [patch], reports)
+    assert table.flags == [
         f"patches/{patch.name} says 'Backport [v1.1]', but at 1.1 it is conflict "
         f"(needs a person; {seen})"
     ]
@@ -74,25 +74,25 @@ def test_a_probe_that_fails_where_the_text_says_absorbed_is_flagged(one_patch: U
     patch = dataclasses.replace(patch, body=patch.body.replace("Pending", "Backport [v1.1]"))
     stale = "probe: 2 of 2 not passed (first: tests/x.py::test_a)"
     reports = [
-        rebase.Report("1.0", "1.1", [rebase.Outcome(patch.name, "absorbed", "probe")]),
-        rebase.Report(
+        staircase.Report("1.0", "1.1", [staircase.Outcome(patch.name, "absorbed", "probe")]),
+        staircase.Report(
             "1.0",
             "1.2",
-            [rebase.Outcome(patch.name, "absorbed", "empty, reverse-applies", [], stale)],
+            [staircase.Outcome(patch.name, "absorbed", "empty, reverse-applies", [], stale)],
         ),
     ]
-    table = rebase.staircase("1.0", [patch], reports)
-    assert table["flags"] == []  # the header holds
-    assert table["probe_flags"] == [
+    table = staircase.build("1.0", [patch], reports)
+    assert table.flags == []  # the header holds
+    assert table.probe_flags == [
         f"patches/{patch.name} is absorbed at 1.2 by its text (empty, reverse-applies), "
         f"but its probe did not pass there ({stale}): fix the probe"
     ]
-    assert f"Probes that do not probe:\n- {table['probe_flags'][0]}" in (
-        rebase.render_staircase(table)
+    assert f"Probes that do not probe:\n- {table.probe_flags[0]}" in (
+        table.render()
     )
-    passing = rebase.Outcome(patch.name, "absorbed", "empty, probe", [], "probe: 2 of 2 passed")
+    passing = staircase.Outcome(patch.name, "absorbed", "empty, probe", [], "probe: 2 of 2 passed")
     assert (
-        rebase.staircase("1.0", [patch], [rebase.Report("1.0", "1.2", [passing])])["probe_flags"]
+        staircase.build("1.0", [patch], [staircase.Report("1.0", "1.2", [passing])]).probe_flags
         == []
     )
 
@@ -100,18 +100,18 @@ def test_a_probe_that_fails_where_the_text_says_absorbed_is_flagged(one_patch: U
 # --- one release's report -----------------------------------------------------
 
 
-def _report(checked: bool = True) -> rebase.Report:
-    return rebase.Report(
+def _report(checked: bool = True) -> staircase.Report:
+    return staircase.Report(
         "1.0",
         "1.1",
         [
-            rebase.Outcome(
+            staircase.Outcome(
                 "a.patch", "absorbed", "probe", ["x.py"], "probe: 4 of 4 passed",
                 "3-way merge conflicted",
             ),
-            rebase.Outcome("b.patch", "conflict", "needs a person", ["y.py"], "",
+            staircase.Outcome("b.patch", "conflict", "needs a person", ["y.py"], "",
                            "3-way merge conflicted"),
-            rebase.Outcome("c.patch", "clean", "applies as is", [], "probe: 0 of 2 passed",
+            staircase.Outcome("c.patch", "clean", "applies as is", [], "probe: 0 of 2 passed",
                            "applies as is"),
         ],  # fmt: skip
         checked=checked,
@@ -122,7 +122,7 @@ def test_every_column_of_the_report_has_a_header() -> None:
     lines = _report().render().splitlines()
     header = lines[1].split()
     assert " ".join(header) == "patch status merge onto the target absorbed by note probe"
-    starts = [lines[1].index(h) for h in rebase.Report.COLUMNS]
+    starts = [lines[1].index(h) for h in staircase.Report.COLUMNS]
     row = lines[2]
     assert [row[s:].split("  ")[0] for s in starts] == [
         "a.patch", "absorbed", "3-way merge conflicted (x.py)", "probe",
@@ -146,7 +146,7 @@ def test_a_check_report_ends_with_the_move_that_resolves_its_conflicts() -> None
     assert "3 patches: absorbed 1, clean 1, conflict 1" in text
     assert text.endswith(
         "Next: 1 patch conflicts at 1.1: run `nox -s rebase_upstream -- 1.1` and resolve "
-        f"each as it stops (`{rebase.CONTINUE}` after each)."
+        f"each as it stops (`{staircase.CONTINUE}` after each)."
     )
     clean = dataclasses.replace(_report(), outcomes=_report().outcomes[::2])
     assert clean.render().endswith(
@@ -157,8 +157,8 @@ def test_a_check_report_ends_with_the_move_that_resolves_its_conflicts() -> None
 
 def test_a_stopped_or_finished_move_says_what_to_do_next() -> None:
     stopped = _report(checked=False)
-    stopped.outcomes.append(rebase.Outcome("d.patch", "pending", ""))
-    assert stopped.render().endswith(f"then `{rebase.CONTINUE}`")
+    stopped.outcomes.append(staircase.Outcome("d.patch", "pending", ""))
+    assert stopped.render().endswith(f"then `{staircase.CONTINUE}`")
     assert "d.patch  pending" in stopped.render() and "not reached" in stopped.render()
     done = dataclasses.replace(_report(checked=False), outcomes=_report().outcomes[::2])
     assert done.render().endswith(
@@ -172,10 +172,10 @@ def test_one_release_gets_no_second_copy_of_its_table(
     from vpq import cli
 
     (patch,) = series.load(one_patch.root)
-    rep = rebase.Report("1.0", "1.1", [rebase.Outcome(patch.name, "clean", "applies as is")],
+    rep = staircase.Report("1.0", "1.1", [staircase.Outcome(patch.name, "clean", "applies as is")],
                         checked=True)  # fmt: skip
 
-    def fake_check(root, versions, source, on_report):  # type: ignore[no-untyped-def]
+    def fake_check(root, versions, source, on_report, use_cache):  # type: ignore[no-untyped-def]
         on_report(rep)
         return [rep]
 
@@ -206,8 +206,27 @@ def test_a_probe_that_skips_at_a_release_is_flagged_as_not_probing(one_patch: Up
         "probe: 1 of 2 not passed (first: tests/x.py::test_a[2]); "
         "not probing: 1 skipped (first: tests/x.py::test_a[2])",
     )
-    kept = rebase.Outcome(patch.name, "clean", "applies as is", [], seen[1])
-    table = rebase.staircase("1.0", [patch], [rebase.Report("1.0", "1.2", [kept])])
-    assert table["probe_flags"] == [
+    kept = staircase.Outcome(patch.name, "clean", "applies as is", [], seen[1])
+    table = staircase.build("1.0", [patch], [staircase.Report("1.0", "1.2", [kept])])
+    assert table.probe_flags == [
         f"patches/{patch.name}: its probe is not probing at 1.2 ({seen[1]}): make it run there"
     ]
+
+
+def test_no_cache_reaches_the_check(one_patch: Upstream, monkeypatch) -> None:
+    from vpq import cli
+
+    (patch,) = series.load(one_patch.root)
+    rep = staircase.Report("1.0", "1.1", [staircase.Outcome(patch.name, "clean", "applies as is")],
+                           checked=True)  # fmt: skip
+    seen: list[bool] = []
+
+    def fake_check(root, versions, source, on_report, use_cache):  # type: ignore[no-untyped-def]
+        seen.append(use_cache)
+        return [rep]
+
+    monkeypatch.setattr(rebase, "check", fake_check)
+    root = str(one_patch.root)
+    assert cli.main(["--root", root, "rebase", "--check", "1.1"]) == 0
+    assert cli.main(["--root", root, "rebase", "--check", "1.1", "--no-cache"]) == 0
+    assert seen == [True, False]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from vpq import fetch, lock, queue, rebase, series, tree
+from vpq import fetch, lock, queue, releases, series, tree
 from vpq import git as g
 from vpq.contract import run as contract_run
 from vpq.contract import table as contract_table
@@ -203,7 +203,7 @@ def publish(upstream: Upstream, mods: dict[str, str], monkeypatch: pytest.Monkey
             ),
             path,
         )  # fmt: skip
-    monkeypatch.setattr(rebase, "target_lock", lambda _old, v: targets[v])
+    monkeypatch.setattr(releases, "target_lock", lambda _old, v: targets[v])
     monkeypatch.setattr(
         contract_run, "check_source", lambda *a, **k: contract_table.Table(rows={}, where={})
     )

@@ -34,7 +34,6 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from vpq.contract.items import DRAFTERS as DRAFTERS  # the heads this side checks
 from vpq.contract.items import (
     PROPOSER,
     REGISTRY,
