@@ -24,7 +24,8 @@ One module per noun:
 - shipping: ``publish`` (a package index beside the wheels);
 - moving the pin: ``rebase``, ``rerere`` (recorded conflict resolutions,
   kept in ``rerere/``), ``probe`` (absorption probes on an unpatched
-  release) and ``probe_report`` (their verdicts in the report);
+  release), ``probe_report`` (their verdicts in the report) and
+  ``move_check`` (a whole move from a clean clone, its result checked);
 - checking the tests: ``mutation`` (each patch taken out in turn, its probe
   must fail);
 - the rest: ``proc`` (child processes, the probe line protocol), ``bench``
