@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -82,6 +83,17 @@ def _vpq(clone: Path, *args: str) -> None:
     proc.run([sys.executable, "-m", "vpq", *args], MoveCheckError, cwd=clone, env=env, stream=True)
 
 
+def move_by_cli(clone: Path, version: str) -> None:
+    """The move as a new user makes it: the clone's own ``vpq rebase
+    VERSION`` (wheels built and audited), then ``vpq lint``.
+
+    Raises:
+        MoveCheckError: either command failed (a stop included).
+    """
+    _vpq(clone, "rebase", version)
+    _vpq(clone, "lint")
+
+
 def probe_patched(clone: Path, version: str, names: list[str]) -> dict[str, tuple[bool, str]]:
     """Each kept patch's probe on the patched tree (branch ``patched`` of
     the clone's build/work) in ``version``'s own deps venv: name ->
@@ -93,9 +105,15 @@ def probe_patched(clone: Path, version: str, names: list[str]) -> dict[str, tupl
         return probe.run_all(python, clone, names, src, table)
 
 
-def check(root: Path, version: str = NEWEST) -> MoveResult:
-    """Move a clean clone of ``root`` to ``version`` unattended, then lint
-    it and run the kept patches' probes on the patched tree.
+def check(
+    root: Path,
+    version: str = NEWEST,
+    *,
+    move: Callable[[Path, str], object] = move_by_cli,
+    probes: Callable[[Path, str, list[str]], dict[str, tuple[bool, str]]] = probe_patched,
+) -> MoveResult:
+    """Move a clean clone of ``root`` to ``version`` unattended (``move``),
+    then run the kept patches' probes on the patched tree (``probes``).
 
     Raises:
         MoveCheckError: the move stopped or failed, or lint failed.
@@ -104,8 +122,7 @@ def check(root: Path, version: str = NEWEST) -> MoveResult:
     clone = _clone(root, dest)
     old = lock.load(clone).version
     before = [p.name for p in series.load(clone)]
-    _vpq(clone, "rebase", version)
-    _vpq(clone, "lint")
+    move(clone, version)
     kept = [p.name for p in series.load(clone)]
     resolutions = rerere.load(clone)
     met = sorted(rerere.used(Workspace(clone).work))
@@ -115,7 +132,7 @@ def check(root: Path, version: str = NEWEST) -> MoveResult:
         replayed=[resolutions[i].describe() if i in resolutions else i for i in met],
         kept=kept,
     )  # fmt: skip
-    for name, (passed, seen) in probe_patched(clone, version, kept).items():
+    for name, (passed, seen) in probes(clone, version, kept).items():
         result.probes[name] = ("passed: " if passed else "NOT passed: ") + seen
         if not passed:
             result.failing.append(name)
