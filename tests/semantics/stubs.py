@@ -96,6 +96,7 @@ class FakePPGroup:
 
     is_first_rank: bool
     is_last_rank: bool
+    world_size: int = 2  # a pipeline (0.33.0's EagleModelMixin reads it)
 
 
 def write_text_config(dest: Path, num_layers: int) -> Path:

@@ -1,0 +1,66 @@
+"""``vpq.move_check``: a move from a clean clone finishes unattended only
+with the resolutions recorded in the repository, and its report names what
+it replayed, kept and dropped and each kept probe that does not pass.
+
+On the tiny upstream of test_rebase_rerere.py (both patches conflict at
+1.1). The move runs in this process (``rebase.start``: the tiny releases
+are published by monkeypatching, which a child ``vpq rebase`` would not
+see); the probes on the patched tree are a stand-in that fails one patch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from vpq import git as g
+from vpq import move_check, rebase, rerere
+from vpq.errors import VpqError
+
+from tests.unit.test_rebase_rerere import A, B, inputs, resolve, restore, stopped_at, two  # noqa: F401
+from tests.unit.tiny_upstream import Upstream
+
+
+def commit_checkout(root: Path) -> None:
+    """Make ``root`` a git checkout whose HEAD holds its inputs and rerere/."""
+    (root / ".gitignore").write_text("build/\n")
+    g.git(["init", "-q", "-b", "main"], root)
+    g.git(["add", "-A"], root)
+    g.git(["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "inputs"], root)
+
+
+def in_process(clone: Path, version: str) -> None:
+    rebase.start(clone, version)
+
+
+def probes_failing_a(clone: Path, version: str, names: list[str]) -> dict[str, tuple[bool, str]]:
+    return {
+        n: (n != A, "probe: 1 of 1 passed" if n != A else "probe: 1 of 1 not passed") for n in names
+    }
+
+
+def test_a_clean_clone_moves_unattended_with_the_recorded_resolutions(two: Upstream) -> None:  # noqa: F811
+    root, start = two.root, inputs(two.root)
+    stopped_at(root, rebase.start, "1.1")
+    resolve(root, "return 10  # 1.1\n", "return 100  # 1.1\n")
+    stopped_at(root, rebase.resume)
+    resolve(root, "return 20  # 1.1\n", "return 200  # 1.1\n")
+    rebase.resume(root)
+    restore(root, start)  # the checkout stays at 1.0; rerere/ holds both resolutions
+    commit_checkout(root)
+
+    result = move_check.check(root, "1.1", move=in_process, probes=probes_failing_a)
+    assert (result.old, result.new, result.kept, result.dropped) == ("1.0", "1.1", [A, B], [])
+    assert len(result.replayed) == 2 and all(r.startswith("rerere/") for r in result.replayed)
+    assert set(rerere.load(root)) == {r.split()[0].split("/")[1] for r in result.replayed}
+    assert result.failing == [A] and "not passed" in result.probes[A]
+    assert f"probes not passing on the patched tree: {A}" in result.render()
+    assert inputs(root) == start  # the checkout itself is not moved
+    written = move_check.write(root, result)
+    assert written.name == "move-1.1.json" and A in written.read_text()
+
+
+def test_a_move_that_needs_a_person_fails_the_check(two: Upstream) -> None:  # noqa: F811
+    commit_checkout(two.root)  # nothing recorded in rerere/
+    with pytest.raises(VpqError, match="stopped"):
+        move_check.check(two.root, "1.1", move=in_process, probes=probes_failing_a)
