@@ -26,6 +26,20 @@ from tests.semantics.test_drafter_multimodal_inputs import (
 )
 
 
+def _kimi_k25_config():  # type: ignore[no-untyped-def]
+    """vLLM's own ``KimiK25Config`` where the release ships one (0.17.1
+    does, 0.33.0 does not: it takes the config from the checkpoint's code);
+    elsewhere a plain ``PretrainedConfig`` with the same token id, and no
+    ``image_token_index`` either, stands in."""
+    try:
+        from vllm.transformers_utils.configs.kimi_k25 import KimiK25Config
+    except ImportError:
+        from transformers import PretrainedConfig
+
+        return PretrainedConfig(media_placeholder_token_id=163605)
+    return KimiK25Config()
+
+
 class TextOnlyDrafter(nn.Module):
     """A drafter with a config and no multimodal embedding path."""
 
@@ -45,10 +59,8 @@ def test_kimi_k25_media_placeholder_token_becomes_the_drafters_image_token(monke
     """``load_model`` copies a multimodal target's image token id into the
     drafter's config; Kimi-K2.5's is its real ``KimiK25Config``'s
     ``media_placeholder_token_id`` (its default, 163605)."""
-    from vllm.transformers_utils.configs.kimi_k25 import KimiK25Config
-
     target = KimiK25ForConditionalGeneration()
-    target.config = KimiK25Config()
+    target.config = _kimi_k25_config()
     assert target.config.media_placeholder_token_id == 163605
     drafter = TextOnlyDrafter()
     load_into_proposer(drafter, monkeypatch, target)
