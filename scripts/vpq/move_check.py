@@ -5,7 +5,9 @@
 ``build/move-<version>/repo`` and there, as a new user would, runs
 ``python -m vpq rebase <version>`` with nobody at the keyboard: it must
 finish, replaying the recorded resolutions of ``rerere/``, and build and
-audit the new pin's wheels. The result must then pass ``vpq lint``, and
+audit the new pin's wheels. Each kept patch must then still be caught by
+its tests on the new pin (``vpq mutation --record``, the record lint
+holds to the pin), the result must pass ``vpq lint``, and
 every kept patch's probe (``probes.toml``) must pass on the *patched* tree
 of the new release, in that release's own venv. What the move dropped,
 replayed and kept goes to ``build/move-<version>.json``.
@@ -85,13 +87,17 @@ def _vpq(clone: Path, *args: str) -> None:
 
 
 def move_by_cli(clone: Path, version: str) -> None:
-    """The move as a new user makes it: the clone's own ``vpq rebase
-    VERSION`` (wheels built and audited), then ``vpq lint``.
+    """The move as a maintainer makes it: the clone's own ``vpq rebase
+    VERSION`` (wheels built and audited), ``vpq mutation --record`` (each
+    kept patch taken out on the new pin must fail its tests; the record
+    ``vpq lint`` holds to the pin), then ``vpq lint``.
 
     Raises:
-        MoveCheckError: either command failed (a stop included).
+        MoveCheckError: a command failed (a stop, or a kept patch its
+            tests no longer catch, included).
     """
     _vpq(clone, "rebase", version)
+    _vpq(clone, "mutation", "--record")
     _vpq(clone, "lint")
 
 
