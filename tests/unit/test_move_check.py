@@ -17,7 +17,7 @@ from vpq import git as g
 from vpq import move_check, rebase, rerere
 from vpq.errors import VpqError
 
-from tests.unit.test_rebase_rerere import A, B, inputs, resolve, restore, stopped_at, two  # noqa: F401
+from tests.unit.test_rebase_rerere import A, B, inputs, record_both_resolutions, two  # noqa: F401
 from tests.unit.tiny_upstream import Upstream
 
 
@@ -40,13 +40,8 @@ def probes_failing_a(clone: Path, version: str, names: list[str]) -> dict[str, t
 
 
 def test_a_clean_clone_moves_unattended_with_the_recorded_resolutions(two: Upstream) -> None:  # noqa: F811
-    root, start = two.root, inputs(two.root)
-    stopped_at(root, rebase.start, "1.1")
-    resolve(root, "return 10  # 1.1\n", "return 100  # 1.1\n")
-    stopped_at(root, rebase.resume)
-    resolve(root, "return 20  # 1.1\n", "return 200  # 1.1\n")
-    rebase.resume(root)
-    restore(root, start)  # the checkout stays at 1.0; rerere/ holds both resolutions
+    root = record_both_resolutions(two)  # the checkout at 1.0; rerere/ holds both
+    start = inputs(root)
     commit_checkout(root)
 
     result = move_check.check(root, "1.1", move=in_process, probes=probes_failing_a)

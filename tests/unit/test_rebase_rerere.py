@@ -94,16 +94,24 @@ def test_a_resolution_recorded_before_an_abort_is_replayed_by_the_next_move(two:
     assert b"return 100  # 1.1" in (root / "patches" / A).read_bytes()
 
 
-def test_check_marks_recorded_cells_and_a_move_reports_and_prunes_what_it_did_not_meet(
-    two: Upstream,
-) -> None:
+def record_both_resolutions(two: Upstream) -> Path:
+    """Move ``two`` to 1.1 resolving both conflicts by hand (so ``rerere/``
+    records them), then put the checkout back at 1.0; returns its root."""
     root, start = two.root, inputs(two.root)
     stopped_at(root, rebase.start, "1.1")
     resolve(root, "return 10  # 1.1\n", "return 100  # 1.1\n")
     stopped_at(root, rebase.resume)
     resolve(root, "return 20  # 1.1\n", "return 200  # 1.1\n")
     rebase.resume(root)
-    restore(root, start)  # a fresh clone at 1.0, with both resolutions in rerere/
+    restore(root, start)
+    return root
+
+
+def test_check_marks_recorded_cells_and_a_move_reports_and_prunes_what_it_did_not_meet(
+    two: Upstream,
+) -> None:
+    root = record_both_resolutions(two)  # a fresh clone at 1.0, with both in rerere/
+    start = inputs(root)
     ids = {r.patch: r.id for r in rerere.load(root).values()}
 
     reports = rebase.check(root, ["1.1", "1.2"])
