@@ -26,6 +26,7 @@ its own slice's states).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -363,6 +364,8 @@ def _first_stage_runner(monkeypatch, model, draft_hf):  # type: ignore[no-untype
     )
     runner.compilation_config = SimpleNamespace(cudagraph_mode=CUDAGraphMode.NONE)
     runner.use_aux_hidden_state_outputs = False
+    # later releases' load_model also reads these (0.33.0: JIT warmup providers)
+    runner.jit_warmup_registry = SimpleNamespace(activate=contextlib.nullcontext)
     runner.speculative_config = SimpleNamespace(
         method="eagle3", draft_model_config=SimpleNamespace(hf_config=draft_hf)
     )
