@@ -62,11 +62,18 @@ def moved_tree(root: Path, version: str) -> Path:
         MovedEngineError: no finished move to ``version`` is there.
     """
     work = Workspace(Workspace(root).build / f"move-{version}" / "repo").work
-    branches = (PATCHED_BRANCH, f"upstream/{version}")
-    if not work.is_dir() or not all(g.ref_exists(work, b) for b in branches):
+    up = f"upstream/{version}"
+    moved = (
+        work.is_dir()
+        and all(g.ref_exists(work, b) for b in (PATCHED_BRANCH, up))
+        and g.git(["merge-base", "--is-ancestor", up, PATCHED_BRANCH], work, check=False)
+        .returncode == 0
+    )
+    if not moved:
         raise MovedEngineError(
-            f"{work} has no moved series on {version} (branches {PATCHED_BRANCH} and "
-            f"upstream/{version}): run `nox -s move_newest -- {version}` first"
+            f"{work} has no series moved onto {version} (branch {PATCHED_BRANCH} on "
+            f"{up}; a move that stopped leaves it on the old pin): run "
+            f"`nox -s move_newest -- {version}` first"
         )
     return work
 

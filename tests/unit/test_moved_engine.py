@@ -67,6 +67,17 @@ def test_no_finished_move_says_which_session_makes_it(tmp_path: Path) -> None:
         moved_engine.moved_tree(tmp_path, V)
 
 
+def test_a_move_that_stopped_before_the_new_pin_is_refused(moved: Path) -> None:
+    """A stopped move leaves ``patched`` on the old pin: laying that over the
+    new release would serve the old files."""
+    work = moved / "build" / f"move-{V}" / "repo" / "build" / "work"
+    g.git(["checkout", "-q", "--orphan", "old"], work)
+    _commit(work, {"vllm/a.py": "a = 0\n"}, "the old pin")
+    g.git(["branch", "-f", PATCHED_BRANCH, "old"], work)
+    with pytest.raises(moved_engine.MovedEngineError, match="stopped"):
+        moved_engine.moved_tree(moved, V)
+
+
 def _site(root: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
