@@ -26,6 +26,7 @@ import shutil
 import sys
 import tomllib
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,7 +97,8 @@ def _run(cmd: list[str]) -> None:
     proc.run(cmd, EngineEnvError, stream=True)
 
 
-def _site(venv: Path) -> Path:
+def site_packages(venv: Path) -> Path:
+    """``venv``'s site-packages directory."""
     return next(venv.glob("lib/python3*/site-packages"))
 
 
@@ -164,13 +166,29 @@ def _install_shims(root: Path, site: Path) -> None:
         eps.write(fh)
 
 
+def thin_venv(dest: Path, base: Path) -> Path:
+    """A venv at ``dest`` that sees ``base``'s packages; returns its site-packages."""
+    _run([sys.executable, "-m", "venv", "--without-pip", str(dest)])
+    site = site_packages(dest)
+    (site / "_vpq_engine_base.pth").write_text(
+        f"import site; site.addsitedir({str(site_packages(base))!r})\n"
+    )
+    return site
+
+
+def overlay_vllm(site: Path, base: Path, files: Mapping[str, bytes | None]) -> None:
+    """Give ``site`` a hard-linked copy of ``base``'s ``vllm/`` package with
+    ``files`` (path -> bytes, None: deleted) replaced."""
+    shutil.copytree(site_packages(base) / "vllm", site / "vllm", copy_function=os.link)
+    for name, data in files.items():
+        (site / name).unlink(missing_ok=True)  # a hard link: never write through it
+        if data is not None:
+            write_atomic(site / name, data)
+
+
 def _thin_venv(root: Path, dest: Path, base: Path) -> Path:
     """A venv at ``dest`` that sees ``base``'s packages and carries the shims."""
-    _run([sys.executable, "-m", "venv", "--without-pip", str(dest)])
-    site = _site(dest)
-    (site / "_vpq_engine_base.pth").write_text(
-        f"import site; site.addsitedir({str(_site(base))!r})\n"
-    )
+    site = thin_venv(dest, base)
     _install_shims(root, site)
     return site
 
@@ -188,11 +206,7 @@ def patched_engine(root: Path, base: Path, wheel_path: Path, changed: list[str])
 
     def make(dest: Path) -> None:
         """Create the patched engine venv at ``dest``."""
-        site = _thin_venv(root, dest, base)
-        shutil.copytree(_site(base) / "vllm", site / "vllm", copy_function=os.link)
-        for name, data in files.items():
-            (site / name).unlink(missing_ok=True)  # a hard link: never write through it
-            write_atomic(site / name, data)
+        overlay_vllm(_thin_venv(root, dest, base), base, files)
 
     return cached(envs_dir() / f"engine-patched-{key}", make) / "bin" / "python"
 

@@ -18,16 +18,14 @@ reference venv.
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from vpq import engine_env, proc
+from vpq import engine_env
 from vpq import git as g
 from vpq.errors import VpqError
-from vpq.files import VERSION_FILE, write_atomic
+from vpq.files import VERSION_FILE
 from vpq.queue import PATCHED_BRANCH
 from vpq.venv import cached, envs_dir
 from vpq.workspace import Workspace
@@ -127,7 +125,7 @@ def moved_engine(root: Path, version: str) -> Path:
     work = moved_tree(root, version)
     ov = overlay(work, version)
     base = engine_env.reference_engine(root).parent.parent
-    base_site = next(base.glob("lib/python3*/site-packages"))
+    base_site = engine_env.site_packages(base)
     if base_site.parent.name != f"python{sys.version_info[0]}.{sys.version_info[1]}":
         raise MovedEngineError(
             f"the reference engine {base} runs {base_site.parent.name}, this is Python "
@@ -137,16 +135,7 @@ def moved_engine(root: Path, version: str) -> Path:
     key = hashlib.sha256(ov.key() + b"\0" + base.name.encode()).hexdigest()[:12]
 
     def make(dest: Path) -> None:
-        """Create the moved engine venv at ``dest``."""
-        proc.run([sys.executable, "-m", "venv", "--without-pip", str(dest)], MovedEngineError)
-        site = next(dest.glob("lib/python3*/site-packages"))
-        (site / "_vpq_engine_base.pth").write_text(
-            f"import site; site.addsitedir({str(base_site)!r})\n"
-        )
-        shutil.copytree(base_site / "vllm", site / "vllm", copy_function=os.link)
-        for name, data in ov.files.items():
-            (site / name).unlink(missing_ok=True)  # a hard link: never write through it
-            if data is not None:
-                write_atomic(site / name, data)
+        """Create the moved engine venv at ``dest``: no shims."""
+        engine_env.overlay_vllm(engine_env.thin_venv(dest, base), base, ov.files)
 
     return cached(envs_dir() / f"engine-moved-{key}", make) / "bin" / "python"
