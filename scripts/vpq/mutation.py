@@ -140,7 +140,7 @@ def judge(p: probe.Probe, baseline: probe.Report, report: probe.Report) -> Verdi
         return Verdict(p.patch, BASELINE, f"{unwell[0]} does not pass with the patch", {})
     failures: dict[str, dict[str, str]] = {}
     for n in nodes:
-        file = n.split("::", 1)[0]
+        file = _file_of(n)
         if n in report.failures:
             failures[n] = report.failures[n]
         elif n not in report.outcomes and file in report.failures:
@@ -154,9 +154,14 @@ def judge(p: probe.Probe, baseline: probe.Report, report: probe.Report) -> Verdi
     return Verdict(p.patch, CAUGHT if caught else MISSED, detail, failures)
 
 
+def _file_of(node: str) -> str:
+    """The test file of a selector or node id (``f.py::test[x]`` -> ``f.py``)."""
+    return node.split("::", 1)[0].split("[", 1)[0]
+
+
 def _files(probes: list[probe.Probe]) -> list[str]:
     """The test files the probes' selectors name."""
-    return sorted({t.split("::", 1)[0].split("[", 1)[0] for p in probes for t in p.tests})
+    return sorted({_file_of(t) for p in probes for t in p.tests})
 
 
 def check(root: Path, names: list[str] | None = None) -> list[Verdict]:
@@ -254,7 +259,7 @@ def _entry(root: Path, v: Verdict, p: probe.Probe | None) -> dict[str, object]:
     """The record of verdict ``v``: the hashes it ran with (those of the
     files in ``root`` now where it has none), and the pin's now."""
     caught_by = sorted(n for n, f in v.failures.items() if f["kind"] in CATCHING_KINDS)
-    files = sorted({n.split("::", 1)[0].split("[", 1)[0] for n in caught_by})
+    files = sorted({_file_of(n) for n in caught_by})
     return {
         "status": v.status,
         "detail": v.detail,
@@ -295,9 +300,12 @@ def record(root: Path, verdicts: list[Verdict]) -> Path:
     return dest
 
 
-def _stale(root: Path, name: str, entry: dict[str, object], p: probe.Probe | None) -> str | None:
-    """What changed since patch ``name``'s ``entry`` was recorded, or None."""
-    if entry.get("upstream-sha256") != lock.load(root).sdist.sha256:
+def _stale(
+    root: Path, name: str, entry: dict[str, object], p: probe.Probe | None, pin: str
+) -> str | None:
+    """What changed since patch ``name``'s ``entry`` was recorded (``pin``:
+    the upstream sdist's sha256 now), or None."""
+    if entry.get("upstream-sha256") != pin:
         return f"the upstream pin ({lock.LOCK_FILE}) moved since"
     if entry.get("patch-sha256") != sha256_file(root / series.PATCHES_DIR / name):
         return "the patch file changed since"
@@ -319,7 +327,7 @@ def lint(root: Path, patch_names: list[str]) -> list[str]:
     try:
         entries = load_record(root)
         probes = probe.load(root)
-        lock.load(root)
+        pin = lock.load(root).sdist.sha256
     except (MutationError, probe.ProbeError, lock.LockError) as exc:
         return [str(exc)]
     fix = "run `nox -s mutation -- --record {}`"
@@ -333,7 +341,7 @@ def lint(root: Path, patch_names: list[str]) -> list[str]:
             why = f"{entry.get('status')}: {entry.get('detail')}"
             problems.append(f"{path}: patches/{name} is not caught by its tests ({why})")
             continue
-        stale = _stale(root, name, entry, probes.get(name))
+        stale = _stale(root, name, entry, probes.get(name), pin)
         if stale:
             problems.append(f"{path}: patches/{name}: {stale} its record; " + fix.format(name))
     return problems
