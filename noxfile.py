@@ -130,7 +130,8 @@ def move_newest(session: nox.Session) -> None:
     """Outside CI (a few minutes): clone this checkout's HEAD into
     build/move-0.33.0/, move it to 0.33.0 with nobody at the keyboard (the
     recorded resolutions of rerere/ replayed), build and audit its wheels,
-    lint it, and run every kept patch's probe on the patched 0.33.0 tree.
+    re-record the kept patches' mutation check on the new pin, lint it, and
+    run every kept patch's probe on the patched 0.33.0 tree.
     `-- VERSION` for another release. Writes build/move-<version>.json."""
     _vpq(session, "move-check")
 

@@ -118,9 +118,9 @@ def cmd_mutation(ns: argparse.Namespace) -> int:
 
 
 def cmd_move_check(ns: argparse.Namespace) -> int:
-    """``vpq move-check``: a clean clone moved to VERSION unattended, then
-    linted and probed on the patched tree; exit 1 when a kept patch's probe
-    does not pass there."""
+    """``vpq move-check``: a clean clone moved to VERSION unattended, its
+    kept patches' mutation check re-recorded, then linted and probed on the
+    patched tree; exit 1 when a kept patch's probe does not pass there."""
     root = _root(ns)
     result = move_check.check(root, ns.version)
     print(result.render())
@@ -440,8 +440,8 @@ def _add_checks(sub: argparse._SubParsersAction, locking: argparse.ArgumentParse
     mc = sub.add_parser(
         "move-check",
         parents=[locking],
-        help="move a clean clone to VERSION unattended, then lint it and run the kept "
-        "patches' probes on the patched tree (nox -s move_newest)",
+        help="move a clean clone to VERSION unattended, then re-record the kept patches' "
+        "mutation check, lint it and run their probes on the patched tree (nox -s move_newest)",
     )
     mc.add_argument("version", nargs="?", default=move_check.NEWEST)
     mc.set_defaults(func=cmd_move_check)
