@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from vpq import fetch, lock, tree, wheel
@@ -20,6 +21,23 @@ from vpq.errors import VpqError
 
 class ReleaseError(VpqError):
     """The index has no such release, or the release lacks a file the pin needs."""
+
+
+def _is_wheel_for(filename: str, name: str, version: str, py_abi: str, plat: str) -> bool:
+    """Whether ``filename`` is a wheel of ``name`` ``version`` (no build tag)
+    with a ``py_abi`` tag (``cp38-abi3``) whose platform is for ``plat``."""
+    try:
+        w_name, w_version, build, tags = parse_wheel_filename(filename)
+    except (InvalidWheelFilename, InvalidVersion):
+        return False
+    return (
+        w_name == canonicalize_name(name)
+        and w_version == Version(version)
+        and not build
+        and any(
+            f"{t.interpreter}-{t.abi}" == py_abi and t.platform.endswith(f"_{plat}") for t in tags
+        )
+    )
 
 
 def _wheels(
@@ -34,11 +52,7 @@ def _wheels(
     wheels = {}
     for plat, art in old.wheels.items():
         py_abi = wheel.tag_part(art.filename).rsplit("-", 1)[0]  # cp38-abi3
-        cands = sorted(
-            n
-            for n in files
-            if n.startswith(f"{old.name}-{version}-{py_abi}-") and n.endswith(f"_{plat}.whl")
-        )
+        cands = sorted(n for n in files if _is_wheel_for(n, old.name, version, py_abi, plat))
         if not cands:
             raise ReleaseError(f"{old.name} {version} publishes no {py_abi} wheel for {plat}")
         wheels[plat] = lock.Artifact(cands[0], files[cands[0]].sha256)
