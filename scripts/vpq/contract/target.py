@@ -75,19 +75,27 @@ def _model_ref(node: ast.AST, names: set[str]) -> bool:
     return False
 
 
+def _supports_call(node: ast.AST) -> tuple[ast.Call, str] | None:
+    """``node`` and its function's name if it is a ``supports_*(x, ...)``
+    call, else None."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id.startswith("supports_")
+        and node.args
+    ):
+        return node, node.func.id
+    return None
+
+
 def _eagle3_check(test: ast.expr, names: set[str]) -> ast.Call | None:
     """The ``supports_*(model)`` call in an EAGLE-3 ``if`` test, or None."""
     if not _mentions(test):
         return None
     for sub in ast.walk(test):
-        if (
-            isinstance(sub, ast.Call)
-            and isinstance(sub.func, ast.Name)
-            and sub.func.id.startswith("supports_")
-            and sub.args
-            and _model_ref(sub.args[0], names)
-        ):
-            return sub
+        hit = _supports_call(sub)
+        if hit and _model_ref(hit[0].args[0], names):
+            return hit[0]
     return None
 
 
@@ -241,14 +249,9 @@ def _refers_to_target(node: ast.AST, target: str) -> bool:
 
 
 def _predicate(test: ast.expr, target: str) -> dict[str, object]:
-    if (
-        isinstance(test, ast.Call)
-        and isinstance(test.func, ast.Name)
-        and test.func.id.startswith("supports_")
-        and test.args
-        and _refers_to_target(test.args[0], target)
-    ):
-        return {"kind": "interface", "name": test.func.id}
+    hit = _supports_call(test)
+    if hit and _refers_to_target(hit[0].args[0], target):
+        return {"kind": "interface", "name": hit[1]}
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         left, op, right = test.left, test.ops[0], test.comparators[0]
         is_name_of_target = (
