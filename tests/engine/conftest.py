@@ -209,7 +209,9 @@ def spec_for(run: Run, ck: Checkpoints, backend: str) -> dict[str, Any]:
         "tp": run.tp,
         "num_speculative_tokens": NUM_SPECULATIVE_TOKENS,
         "load_format": "auto",
-        "trust_remote_code": False,
+        # The Kimi-K2.5 fixture's image processor is remote code; the series
+        # runs it only when trusted (GHSA-7972-pg2x-xr59), as an operator must.
+        "trust_remote_code": True,
         "max_model_len": 512,
         "max_num_seqs": 8,
         "gpu_memory_utilization": 0.25 if backend == "gpu" else None,

@@ -11,10 +11,12 @@ Checks, on CPU and offline, that vLLM accepts the tiny fixture written by
 - the tokenizer through vLLM's own ``cached_tokenizer_from_config``
   (``trust_remote_code`` off): round trips, special-token ids, chat template;
 - the image processor through ``cached_get_image_processor(model,
-  trust_remote_code=True)``, the call vLLM 0.17.1's ``KimiK25ProcessingInfo``
-  makes;
+  trust_remote_code=True)``, the call ``KimiK25ProcessingInfo`` makes when
+  the operator trusts remote code;
 - vLLM's Kimi-K2.5 multimodal processor (``MULTIMODAL_REGISTRY``) on a
-  prompt with one image, and on the dummy inputs the engine profiles with.
+  prompt with one image, and on the dummy inputs the engine profiles with,
+  under ``trust_remote_code=True``: the image processor is remote code, and
+  since the GHSA-7972-pg2x-xr59 backport vLLM runs it only then.
 
 Each probe records its result or the error it raised.
 """
@@ -144,10 +146,11 @@ def main() -> None:
     out["image_processor"] = probe(image_processor)
 
     def mm_processor() -> dict[str, object]:
+        from vllm.config import ModelConfig
         from vllm.multimodal import MULTIMODAL_REGISTRY
         from vllm.multimodal.processing import ProcessorInputs, TimingContext
 
-        mc = holder["mc"]
+        mc = ModelConfig(model=target, trust_remote_code=True)  # the image processor's code
         proc = MULTIMODAL_REGISTRY.create_processor(mc)
         items = proc.info.parse_mm_data({"vision_chunk": [{"type": "image", "image": image()}]})
         res = proc.apply(
