@@ -23,7 +23,8 @@ One module per noun:
   Kimi-K2.5 checkpoint), ``scripted`` (weights with known outputs),
   ``engine_env`` (the engine tier's CPU engines), ``gpu`` (the GPU test
   session);
-- shipping: ``publish`` (a package index beside the wheels);
+- shipping: ``publish`` (a package index beside the wheels), ``advisories``
+  (the security advisory ledger, ``advisories.toml``, held to the series);
 - moving the pin: ``releases`` (the releases on the index, and the lock
   for one), ``rebase`` (the cherry-pick state machine of a move and of
   ``--check``), ``staircase`` (a move's report and the staircase over

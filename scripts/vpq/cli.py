@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from vpq import (
+    advisories,
     bench,
     build,
     cache,
@@ -171,6 +172,7 @@ def _rebase_check(root: Path, ns: argparse.Namespace) -> int:
     """``vpq rebase --check``: each release's table as it is done, then the
     staircase (for one release, only what the table does not show)."""
     pin = lock.load(root)
+    ledger = advisories.load(root)  # a bad ledger stops before the checks, not after
     versions = ns.check or releases.newer_versions(pin.name, pin.version)
     if not versions:
         print(f"no release newer than vllm {pin.version}")
@@ -187,11 +189,14 @@ def _rebase_check(root: Path, ns: argparse.Namespace) -> int:
     )
     if reports:
         stale = rebase.stale_resolutions(root, reports, prune=ns.prune_resolutions)
-        table = staircase.build(pin.version, series.load(root), reports, stale)
+        table = staircase.build(pin.version, series.load(root), reports, stale, ledger)
         if len(reports) > 1:
             print(table.render())
         else:  # the staircase's table would repeat the release's table above
-            print(table.render_flags() or "The patch headers agree with this release.")
+            if not (table.flags or table.probe_flags or table.stale_resolutions):
+                print("The patch headers agree with this release.")
+            if table.render_flags():
+                print(table.render_flags())
         if stale and ns.prune_resolutions:
             print(f"pruned {len(stale)} recorded resolution(s) from rerere/")
         print(f"written to {table.write(root)} and staircase.json")
@@ -241,20 +246,40 @@ def cmd_rebase(ns: argparse.Namespace) -> int:
 
 def cmd_lint(ns: argparse.Namespace) -> int:
     """``vpq lint``: lint series, patches, (where the queue has them)
-    ``probes.toml`` and ``mutation.toml``, and the recorded resolutions in
-    ``rerere/``; exit 1 on any problem."""
+    ``probes.toml`` and ``mutation.toml``, the recorded resolutions in
+    ``rerere/``, and ``advisories.toml`` against the patches' ``Advisory:``
+    trailers; exit 1 on any problem."""
     root = _root(ns)
     problems = series.lint(root)
+    series_ok = not problems
     if not problems and (root / probe.PROBES_FILE).is_file():
         problems = probe.lint(root, series.read_series(root))
     if not problems and (root / mutation.RECORD_FILE).is_file():
         problems = mutation.lint(root, series.read_series(root))
     problems += rerere.lint(root)
+    if series_ok:
+        problems += advisories.lint(root)
     for p in problems:
         print(p, file=sys.stderr)
     if not problems:
         print("series ok")
     return 1 if problems else 0
+
+
+def cmd_advisories(ns: argparse.Namespace) -> int:
+    """``vpq advisories``: the ledger as README's table (``--markdown``
+    rewrites README's block between its markers); exit 1 on a bad entry."""
+    root = _root(ns)
+    entries = advisories.load(root)
+    if not ns.markdown:
+        print(advisories.markdown(entries))
+        return 0
+    changed = advisories.write_readme(root, entries)
+    print(
+        f"README.md: advisory table {'rewritten' if changed else 'unchanged'} "
+        f"({len(entries)} advisories)"
+    )
+    return 0
 
 
 def cmd_fetch(ns: argparse.Namespace) -> int:
@@ -361,6 +386,13 @@ def _add_queue(sub: argparse._SubParsersAction, locking: argparse.ArgumentParser
     e.add_argument("--check", action="store_true", help="fail if the export changed any file")
     e.set_defaults(func=cmd_export)
     sub.add_parser("lint", help="lint series and patches").set_defaults(func=cmd_lint)
+    v = sub.add_parser(
+        "advisories", help=f"the security advisory ledger ({advisories.LEDGER_FILE}) as a table"
+    )
+    v.add_argument(
+        "--markdown", action="store_true", help="write the table into README.md between its markers"
+    )
+    v.set_defaults(func=cmd_advisories)
 
 
 def _add_rebase(sub: argparse._SubParsersAction, locking: argparse.ArgumentParser) -> None:

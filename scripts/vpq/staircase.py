@@ -5,8 +5,9 @@ A ``Report`` is one move (or one ``--check`` release): each patch's
 ``Staircase`` holds several checked releases side by side, patches down
 and releases across, each ``Cell`` held to the patch's ``Upstream-Status``
 header, with the lists of headers the releases contradict, probes that do
-not probe, and recorded resolutions no release met. Statuses are
-``Literal`` types, not free strings.
+not probe, and recorded resolutions no release met; and the security
+advisories of ``advisories.toml``, each fixed at the releases from its
+``fixed-in`` on. Statuses are ``Literal`` types, not free strings.
 
 This module renders and writes reports; it runs nothing (``vpq.rebase``
 does).
@@ -23,7 +24,7 @@ from typing import Literal, cast, get_args
 
 from packaging.version import Version
 
-from vpq import probe, series
+from vpq import advisories, probe, series
 from vpq.errors import VpqError
 from vpq.files import write_atomic
 from vpq.workspace import Workspace
@@ -301,6 +302,30 @@ def probe_flags(rows: list[Row]) -> list[str]:
     return flags
 
 
+@dataclass(frozen=True)
+class AdvisoryRow:
+    """One ledger advisory across the checked releases: release -> ``fixed``
+    (the release is at or above its ``fixed-in``) or ``affected``."""
+
+    id: str
+    status: str
+    fixed_in: str | None
+    cells: dict[str, str]
+
+
+def advisory_rows(ledger: list[advisories.Advisory], releases: list[str]) -> list[AdvisoryRow]:
+    """The ledger's advisories at each release, as the staircase shows them."""
+    return [
+        AdvisoryRow(
+            a.id,
+            a.status,
+            a.fixed_in,
+            {v: "fixed" if advisories.fixed_at(a, v) else "affected" for v in releases},
+        )
+        for a in ledger
+    ]
+
+
 def _shown(cell: Cell) -> str:
     """A cell as the Markdown table shows it: ``!`` where it disagrees."""
     return cell.status + (" !" if cell.agrees is False else "")
@@ -320,6 +345,7 @@ class Staircase:
     flags: list[str] = field(default_factory=list)
     probe_flags: list[str] = field(default_factory=list)
     stale_resolutions: list[str] = field(default_factory=list)
+    advisories: list[AdvisoryRow] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         """The staircase as ``staircase.json`` holds it."""
@@ -339,6 +365,9 @@ class Staircase:
         for row in self.patches:
             shown = [_shown(row.cells[v]) for v in self.releases]
             lines.append(f"| `{row.patch}` | " + " | ".join(shown) + " |")
+        for adv in self.advisories:
+            shown = [adv.cells[v] for v in self.releases]
+            lines.append(f"| advisory {adv.id} ({adv.status}) | " + " | ".join(shown) + " |")
         lines += [f"\n{v}: cannot rebase: {err}" for v, err in self.errors.items()]
         flags = self.render_flags()
         if flags:
@@ -360,6 +389,14 @@ class Staircase:
         if self.stale_resolutions:
             lines += [""] * bool(lines) + ["Recorded resolutions no checked release met:"]
             lines += [f"- {u}" for u in self.stale_resolutions]
+        fixed = [a for a in self.advisories if "fixed" in a.cells.values()]
+        if fixed:
+            lines += [""] * bool(lines) + [f"Advisories fixed upstream ({advisories.LEDGER_FILE}):"]
+            lines += [
+                f"- {a.id} ({a.status} here): fixed from {a.fixed_in}, so at "
+                + ", ".join(v for v, c in a.cells.items() if c == "fixed")
+                for a in fixed
+            ]
         return "\n".join(lines)
 
     def write(self, root: Path) -> Path:
@@ -373,17 +410,23 @@ class Staircase:
 
 
 def build(
-    pin: str, patches: list[series.Patch], reports: list[Report], stale: list[str] | None = None
+    pin: str,
+    patches: list[series.Patch],
+    reports: list[Report],
+    stale: list[str] | None = None,
+    ledger: list[advisories.Advisory] | None = None,
 ) -> Staircase:
     """The staircase of ``reports`` (one per checked release) for ``patches``:
     each patch's status at each release (``rebased (recorded)`` where a
     recorded resolution settled it), held to its ``Upstream-Status`` header
     (absorbed exactly from the release the header names). ``stale``: the
-    recorded resolutions no checked release met."""
+    recorded resolutions no checked release met; ``ledger``: the advisories,
+    each shown fixed at the releases from its ``fixed-in`` on."""
     rows = [
         Row(p.name, p.upstream_status, {rep.new: _cell(p, rep) for rep in reports}) for p in patches
     ]
     return Staircase(
         pin, [r.new for r in reports], {r.new: r.error for r in reports if r.error}, rows,
         header_flags(rows), probe_flags(rows), stale or [],
+        advisory_rows(ledger or [], [r.new for r in reports]),
     )  # fmt: skip
