@@ -110,6 +110,8 @@ class Run:
     args: tuple[tuple[str, Any], ...] = ()
     sampling: tuple[tuple[str, Any], ...] = field(default=())
     images: int = 0  # image requests (Kimi-K2.5's vision_chunk) after the text prompts
+    prompts: tuple[tuple[int, ...], ...] = ()  # the token prompts, in place of PROMPTS
+    env: tuple[tuple[str, str], ...] = ()  # more environment for the engine
 
     @property
     def name(self) -> str:
@@ -118,6 +120,8 @@ class Run:
             f"-{k}" + (f"={v}" if len(repr(v)) < 12 else "") for k, v in self.args + self.sampling
         )
         extra += f"-images={self.images}" if self.images else ""
+        extra += f"-prompts={len(self.prompts)}" if self.prompts else ""
+        extra += "".join(f"-{k}" for k, _ in self.env)
         return f"{self.head or 'ref'}-L{self.layers}-tp{self.tp}-pp{self.pp}-{self.engine}{extra}"
 
 
@@ -187,7 +191,8 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> Checkpoints:
 def batches(run: Run) -> list[dict[str, Any]]:
     """The requests an engine runs: the prompts, then ``run.images`` image
     requests; greedy, EOS ignored, with the run's extra sampling arguments."""
-    out = [{"name": "greedy", "kind": "tokens", "prompts": PROMPTS}]
+    prompts = [list(p) for p in run.prompts] if run.prompts else PROMPTS
+    out = [{"name": "greedy", "kind": "tokens", "prompts": prompts}]
     if run.images:
         image = {"prompt": IMAGE_PROMPT, "image_size": IMAGE_SIZE}
         out.append({"name": "images", "kind": "image", "prompts": [image] * run.images})
@@ -214,6 +219,7 @@ def spec_for(run: Run, ck: Checkpoints, backend: str) -> dict[str, Any]:
         "max_num_seqs": 8,
         "gpu_memory_utilization": 0.25 if backend == "gpu" else None,
         "engine_args": args,
+        "env": dict(run.env),
         "batches": batches(run),
     }
 
