@@ -38,7 +38,12 @@ from vpq import build, engine_env, fixture, scripted
 
 from tests.conftest import REPO_ROOT
 from tests.gpu.conftest import ok  # noqa: F401  (one helper for both: the tests import it from here)
-from tests.integration.conftest import built, pin  # noqa: F401  (session fixtures)
+from tests.integration.conftest import (  # noqa: F401  (session fixtures)
+    built,
+    deps_venv,
+    patched_python,
+    pin,
+)
 
 PROBE = Path(__file__).with_name("engine_probe.py")
 NUM_SPECULATIVE_TOKENS = 3  # as vLLM's own EAGLE correctness tests
@@ -69,6 +74,10 @@ IMAGE_SIZE = [224, 168]
 IMAGE_TOKENS = 48
 #: The Llama-shaped head shapes the tier serves (``vpq.fixture.HEAD_SHAPES``).
 HEADS = ("llama-top", "llama-nested", "llama-absent", "eagle3.1-llama")
+#: The ``llama-top`` head with a short position limit (``max_position_embeddings``),
+#: below the target's 2048 and the tier's ``max_model_len``.
+SHORT_HEAD = "llama-short"
+SHORT_HEAD_POSITIONS = 64
 #: The aux layer ids the scripted heads were built for.
 HEAD_IDS = list(fixture.AUX_LAYER_IDS)
 #: A target depth whose default aux layers are valid ids: (2, 4, 5).
@@ -185,6 +194,10 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> Checkpoints:
     for shape in HEADS:
         heads[shape] = fixture.write_eagle3_head(base / shape, shape)
         scripted.write_head_weights(heads[shape])
+    heads[SHORT_HEAD] = fixture.write_eagle3_head(
+        base / SHORT_HEAD, "llama-top", max_position_embeddings=SHORT_HEAD_POSITIONS
+    )
+    scripted.write_head_weights(heads[SHORT_HEAD])
     return Checkpoints(targets, heads)
 
 
