@@ -14,11 +14,13 @@ one. From 0.25.0, ``GPUModelRunner._preprocess`` clamps the ids to 0 when
 speculating; the rejection sampler still sees ``-1`` (it reads the drafts
 before the clamp) and rejects them.
 
-``GPUModelRunner`` needs CUDA to construct, so the shipped
-``_prepare_input_ids`` and ``_preprocess`` run on a stand-in runner whose
-buffers are CPU tensors and whose model is one unsplit ``nn.Embedding``
-(the tensor-parallel-1 case). The test fails on unpatched 0.17.1 and on the
-series before this patch.
+``GPUModelRunner`` needs CUDA to construct, so the shipped ``_preprocess``
+runs on a stand-in runner whose buffers are CPU tensors and whose model is
+one unsplit ``nn.Embedding`` (the tensor-parallel-1 case), with
+``input_ids`` as ``_prepare_input_ids`` leaves them for such a step (its
+signature and bookkeeping change across releases; the engine tier's case
+watches the live one leave ``-1`` there). The test fails on unpatched 0.17.1
+and on the series before this patch.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from __future__ import annotations
 import contextlib
 from types import SimpleNamespace
 
-import numpy as np
 import torch
 
 from tests.semantics.unpatched import fails_unpatched_with
@@ -41,18 +42,15 @@ TOKEN_C = 5
 NUM_TOKENS = 2 + K  # a: 1 token; c: 1 token + K drafts
 
 
-class Buffer:
-    """``CpuGpuBuffer`` on CPU: ``gpu`` is its own tensor, as on a device."""
+class Positions:
+    """The runner's positions: a ``CpuGpuBuffer`` (``.gpu``) in 0.17.1, a
+    tensor indexed directly in later releases; this answers both."""
 
-    def __init__(self, values: list[int]) -> None:
-        self.cpu = torch.tensor(values, dtype=torch.int32)
-        self.gpu = torch.zeros_like(self.cpu)
-        self.np = self.cpu.numpy()
+    def __init__(self, n: int) -> None:
+        self.gpu = torch.arange(n)
 
-    def copy_to_gpu(self, n: int | None = None) -> torch.Tensor:
-        n = self.cpu.shape[0] if n is None else n
-        self.gpu[:n].copy_(self.cpu[:n])
-        return self.gpu[:n]
+    def __getitem__(self, key: object) -> torch.Tensor:
+        return self.gpu[key]  # type: ignore[index]
 
 
 class EmbeddingOnly(torch.nn.Module):
@@ -75,20 +73,15 @@ def _runner():  # type: ignore[no-untyped-def]
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
     r = object.__new__(GPUModelRunner)
-    r.input_ids = Buffer([SAMPLED_A - 1, TOKEN_C, *([-1] * K), 0, 0, 0])
+    # What _prepare_input_ids leaves: a's token from the device, c's row as
+    # the CPU holds it, its drafts still the scheduler's placeholders.
+    ids = torch.tensor([SAMPLED_A, TOKEN_C, *([-1] * K), 0, 0, 0], dtype=torch.int32)
+    r.input_ids = SimpleNamespace(gpu=ids, cpu=ids.clone())
     r.inputs_embeds = SimpleNamespace(gpu=torch.zeros(8, 4))
-    r.positions = SimpleNamespace(gpu=torch.arange(8))
+    r.positions = Positions(8)
     r.enable_prompt_embeds = False
-    r.pin_memory = False
     r.device = torch.device("cpu")
-    r.num_spec_tokens = K
-    r._draft_token_ids = None
-    r.input_batch = SimpleNamespace(
-        prev_sampled_token_ids=torch.tensor([[SAMPLED_A]], dtype=torch.int32),
-        prev_req_id_to_index={"a": 0},
-        req_id_to_index={"a": 0, "c": 1},
-        req_prompt_embeds={},
-    )
+    r.input_batch = SimpleNamespace(req_prompt_embeds={})
     r.speculative_config = SimpleNamespace(num_speculative_tokens=K)
     r.model_config = SimpleNamespace(is_encoder_decoder=False)
     r.supports_mm_inputs = True  # Kimi-K2.5: text goes through embed_input_ids
@@ -110,10 +103,10 @@ def _runner():  # type: ignore[no-untyped-def]
     reason="0.17.1 looks the -1 placeholder up in the unsplit embedding",
 )
 def test_stale_placeholder_drafts_reach_the_embedding_as_valid_ids(monkeypatch) -> None:
-    """The step that schedules ``c`` again: ``_prepare_input_ids`` takes
-    ``a``'s token from the device and copies ``c``'s row as the CPU holds it
-    (its drafts still ``-1``); ``_preprocess`` must hand the embedding ids
-    inside the vocabulary, the real tokens unchanged."""
+    """The step that schedules ``c`` again, after ``_prepare_input_ids``
+    took ``a``'s token from the device and copied ``c``'s row as the CPU
+    holds it (its drafts still ``-1``): ``_preprocess`` must hand the
+    embedding ids inside the vocabulary, the real tokens unchanged."""
     from vllm.v1.worker import gpu_model_runner as gmr
 
     monkeypatch.setattr(gmr, "get_pp_group", lambda: SimpleNamespace(is_first_rank=True))
@@ -123,8 +116,6 @@ def test_stale_placeholder_drafts_reach_the_embedding_as_valid_ids(monkeypatch) 
         scheduled_spec_decode_tokens={"c": [-1] * K},
         scheduled_encoder_inputs={},
     )
-    r._prepare_input_ids(so, NUM_TOKENS, np.array([1, NUM_TOKENS]))
-    assert r.input_ids.gpu[:NUM_TOKENS].tolist() == [SAMPLED_A, TOKEN_C, *([-1] * K)]
     r._preprocess(so, NUM_TOKENS)
     (ids,) = r.model.seen
     assert min(ids) >= 0, ids
