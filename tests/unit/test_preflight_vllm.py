@@ -50,12 +50,16 @@ def fake_vllm(
     rewrites_deepseek_v3: bool = True,
     text_model: bool = True,
     private_apis: bool = True,
+    target_len: int = 2048,
 ) -> None:
     """Put a stand-in ``vllm`` (and ``transformers.PretrainedConfig``) in sys.modules.
 
     ``private_apis=False``: the private functions the preflight calls
     (``ModelRegistry._try_load_model_cls``, ``GPUModelRunner.
     _get_eagle3_aux_layers_from_config``) are renamed, as a release may do.
+    ``target_len``: the target's max model length; the drafter's is its
+    ``max_position_embeddings`` capped at it, as 0.17.1's
+    ``SpeculativeConfig`` resolves it.
     """
 
     class Registry:
@@ -80,8 +84,11 @@ def fake_vllm(
                 raise ValueError(refuse)
             cfg = json.loads((Path(model) / "config.json").read_text())
             self.draft_model_config = SimpleNamespace(
-                architectures=cfg["architectures"], hf_config=SimpleNamespace(**cfg)
+                architectures=cfg["architectures"],
+                hf_config=SimpleNamespace(**cfg),
+                max_model_len=min(cfg["max_position_embeddings"], target_len),
             )
+            self.target_model_config = SimpleNamespace(max_model_len=target_len)
 
         @staticmethod
         def hf_config_override(c: SimpleNamespace) -> SimpleNamespace:
@@ -156,10 +163,67 @@ def test_a_wheel_that_serves_the_pair_says_so(monkeypatch, target, tmp_path) -> 
         "speculative-config": "info",
         "drafter-class": "info",
         "layer-ids-wheel": "info",
+        "drafter-max-len": "info",
     }
     assert (
         got["layer-ids-wheel"][1] == "this wheel will use ids [1, 4, 6] (from the drafter config)"
     )
+    assert got["drafter-max-len"][1] == (
+        "drafter max length 2048: drafting runs up to the target's max model length 2048"
+    )
+
+
+def head_of_length(n: int) -> heads.Head:
+    """The top-level-ids Llama head with ``max_position_embeddings`` ``n``."""
+    cfg, tensors = heads.llama_top_level()
+    return cfg | {"max_position_embeddings": n}, tensors
+
+
+def test_a_head_shorter_than_the_target_warns_where_drafting_stops(
+    monkeypatch, target, tmp_path
+) -> None:
+    """0.17.1 drafts for a batch only while its longest sequence plus
+    ``num_speculative_tokens`` fits in the drafter's max length (the head's,
+    capped at the target's): a head with a short ``max_position_embeddings``
+    turns speculation off for long batches. The warning names that length."""
+    fake_vllm(monkeypatch, target_len=262144)
+    findings = vi.preflight(target, heads.write_head(tmp_path / "h", head_of_length(4096)))
+    (f,) = [f for f in findings if f.rule == "drafter-max-len"]
+    assert (f.severity, f.key) == ("warning", "max_position_embeddings")
+    assert f.message.startswith(
+        "drafting stops at 4096 tokens: the drafter's max length 4096 "
+        "(max_position_embeddings 4096) is below the target's max model length 262144."
+    ), f.message
+    assert "--max-model-len 4096" in f.message
+    assert vi.exit_code(findings) == 0 and vi.exit_code(findings, strict=True) == 1
+
+
+def test_a_head_as_long_as_the_target_drafts_to_the_end(monkeypatch, target, tmp_path) -> None:
+    fake_vllm(monkeypatch, target_len=4096)
+    got = wheel_findings(target, heads.write_head(tmp_path / "h", head_of_length(8192)))
+    assert got["drafter-max-len"] == (
+        "info",
+        "drafter max length 4096: drafting runs up to the target's max model length 4096",
+    )
+
+
+def test_a_drafter_length_that_cannot_be_read_is_a_note(monkeypatch, target, tmp_path) -> None:
+    """A release whose ``SpeculativeConfig`` keeps the lengths elsewhere: a
+    note, not a false warning."""
+    fake_vllm(monkeypatch)
+    spec_cls = sys.modules["vllm.config"].SpeculativeConfig  # type: ignore[attr-defined]
+    real_init = spec_cls.__init__
+
+    def without_target(self, **kw: object) -> None:  # type: ignore[no-untyped-def]
+        real_init(self, **kw)
+        del self.target_model_config
+
+    monkeypatch.setattr(spec_cls, "__init__", without_target)
+    got = wheel_findings(target, heads.write_head(tmp_path / "h", heads.llama_top_level()))
+    severity, message = got["drafter-max-len"]
+    assert severity == "note" and message.startswith(
+        "could not ask the SpeculativeConfig for the drafter's max length: "
+    ), message
 
 
 def test_target_without_eagle3_support_is_an_error(monkeypatch, target, tmp_path) -> None:
