@@ -19,6 +19,7 @@ needs the Starlette that 0.17.1's requirements still allow (``fastapi >=
 from __future__ import annotations
 
 import asyncio
+import importlib
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,7 +27,26 @@ import pytest
 
 pytest.importorskip("starlette")
 
-from vllm.entrypoints.openai import server_utils  # noqa: E402
+
+def _middleware_module() -> Any:
+    """Where ``AuthenticationMiddleware`` lives: ``entrypoints/openai/server_utils``
+    through 0.22.0, ``serve/utils/server_utils`` in 0.23.0,
+    ``serve/middleware/authenticate`` later (the probes run on those too)."""
+    for name in (
+        "vllm.entrypoints.openai.server_utils",
+        "vllm.entrypoints.serve.utils.server_utils",
+        "vllm.entrypoints.serve.middleware.authenticate",
+    ):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(module, "AuthenticationMiddleware"):
+            return module
+    raise AssertionError("no vLLM module defines AuthenticationMiddleware")
+
+
+server_utils = _middleware_module()
 
 KEY = "sk-test-key"
 
