@@ -183,6 +183,15 @@ def engine_differential(session: nox.Session) -> None:
     session.run("python", "-m", "pytest", "--engine-reference", *args)
 
 
+@nox.session
+def engine_mla(session: nox.Session) -> None:
+    """Outside CI: the engine tier's MLA cases beyond CI's (the other MLA head
+    shapes, wrong ids, TP=2, PP=2, an image, compiled), with CI's."""
+    _install(session, "pytest>=8", "safetensors", "numpy", "openai")
+    args = session.posargs or ["tests/engine/test_mla_engine.py"]
+    session.run("python", "-m", "pytest", "--engine-mla-extra", *args)
+
+
 @nox.session(venv_backend="none")
 def gpu_tests(session: nox.Session) -> None:
     """tests/gpu on the built wheel, installed with its dependencies into a fresh

@@ -28,3 +28,19 @@ def test_next_token_walks_the_script_and_enters_it_from_anywhere() -> None:
     s = scripted.SCRIPT
     assert [scripted.next_token(t) for t in s] == [*s[1:], s[0]]
     assert scripted.next_token(7) == s[0]
+
+
+def test_random_attention_fills_only_the_attention_projections_seeded() -> None:
+    """``randomize_attention`` (the MLA numerics target): every MLA projection
+    gets seeded values, the same for the same seed; nothing else changes."""
+    import numpy as np
+
+    text = fixture.tiny_text_config()
+    base = scripted._text_weights(text)
+    noisy = scripted.randomize_attention(base, seed=0)
+    changed = {n for n in base if not np.array_equal(base[n], noisy[n])}
+    projections = {n for n in base if n.rsplit(".", 2)[-2] in scripted.ATTENTION_STD}
+    assert changed == {n for n in projections if ".self_attn." in n}
+    assert len(changed) == 5 * int(text["num_hidden_layers"])
+    again = scripted.randomize_attention(base, seed=0)
+    assert all(np.array_equal(noisy[n], again[n]) for n in changed)
