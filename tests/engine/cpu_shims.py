@@ -300,7 +300,8 @@ def _cpu_get_attn_backend_cls(cls, selected_backend, attn_selector_config, num_h
     """``CpuPlatform.get_attn_backend_cls``, with dense MLA served by the stand-in."""
     if attn_selector_config.use_mla and not attn_selector_config.use_sparse:
         return MLA_BACKEND
-    return BOUND_ORIGINALS["mla-attention-on-cpu"](selected_backend, attn_selector_config, num_heads)
+    original = BOUND_ORIGINALS["mla-attention-on-cpu"]
+    return original(selected_backend, attn_selector_config, num_heads)
 
 
 def _cpu_mla_check_and_update_config(cls, vllm_config) -> None:  # type: ignore[no-untyped-def]
