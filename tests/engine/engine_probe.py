@@ -138,6 +138,13 @@ def run_batch(llm, batch: dict, media_id: int | None) -> dict[str, object]:  # t
                 "token_ids": [int(t) for t in o.outputs[0].token_ids],
                 "text": o.outputs[0].text,
                 "finish_reason": o.outputs[0].finish_reason,
+                # the sampled tokens' logprobs, when the batch asked for them
+                "logprobs": [
+                    float(lp[t].logprob)
+                    for t, lp in zip(o.outputs[0].token_ids, o.outputs[0].logprobs, strict=True)
+                ]
+                if o.outputs[0].logprobs
+                else None,
                 "prompt_len": len(o.prompt_token_ids or []),
                 "media_tokens": (o.prompt_token_ids or []).count(media_id)
                 if media_id is not None
