@@ -4,7 +4,8 @@ One module per noun:
 
 - inputs: ``lock`` (upstream.lock), ``series`` (series file and patch mails),
   ``fetch`` (hash-checked download cache), ``files`` (atomic writes, hashes,
-  shared constants);
+  shared constants), ``compat`` (standard-library features newer than the
+  oldest supported Python);
 - trees: ``git`` (thin git runner), ``tree`` (upstream trees as git commits),
   ``queue`` (apply and export the series), ``worklock`` (one command at a
   time on a checkout), ``workspace`` (the paths under ``build/`` and

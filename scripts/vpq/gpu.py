@@ -131,7 +131,9 @@ def pytest_command(
     """The pytest command line that runs tests/gpu and the engine tier's
     cases (tests/engine, ``--engine-backend gpu``) in ``python``'s venv."""
     cmd = [str(python), "-m", "pytest", "tests/gpu", "tests/engine", "-p", "no:cacheprovider"]
-    cmd += ["--engine-backend", "gpu"]
+    # every MLA and compiled case: a GPU host runs them all (the CPU tier
+    # keeps some outside CI for time, tests/engine/test_mla_engine.py)
+    cmd += ["--engine-backend", "gpu", "--engine-mla-extra"]
     for opt in ("model", "drafter"):
         if getattr(ns, opt):
             cmd += [f"--{opt}", str(Path(getattr(ns, opt)).resolve())]

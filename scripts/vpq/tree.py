@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import tarfile
 import tempfile
 from pathlib import Path
 
 from vpq import git as g
+from vpq.compat import tarfile
 from vpq.errors import VpqError
 from vpq.files import VERSION_FILE
 

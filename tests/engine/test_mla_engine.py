@@ -203,11 +203,18 @@ def test_mla_head_in_parallel_and_with_an_image(engine, backend: str, extra, run
         assert img["media_tokens"] > 0 and len(img["token_ids"]) > 0
 
 
-@pytest.mark.parametrize("head", ["llama-top", CI_HEAD])
+@pytest.mark.parametrize(
+    "head, pp", [("llama-top", 1), (CI_HEAD, 1), (CI_HEAD, 2)], ids=["llama-top", CI_HEAD, "pp2"]
+)
 def test_compiled_mla_is_lossless_with_eager_acceptance(
-    engine, backend: str, extra, head: str
+    engine, backend: str, extra, head: str, pp: int
 ) -> None:
-    compiled = engine(Run(head, mla=True, args=(("enforce_eager", False),)))
+    """``enforce_eager=False`` (the CPU platform: a Dynamo trace of the patched
+    model, inductor off; a GPU host: torch.compile and CUDA graphs) against
+    eager on the same engine: lossless, the same accepted tokens per position.
+    On the CPU backend the tier's runs are eager already (``spec_for``)."""
+    compiled = engine(Run(head, mla=True, pp=pp, args=(("enforce_eager", False),)))
     _serves_losslessly_and_accepts(compiled, backend)
-    eager = engine(Run(head, mla=True))
+    eager_args = (("enforce_eager", True),) if backend == "gpu" else ()
+    eager = engine(Run(head, mla=True, pp=pp, args=eager_args))
     assert metrics(compiled)["accepted_per_pos"] == metrics(eager)["accepted_per_pos"]

@@ -114,7 +114,7 @@ def test_export_of_the_applied_series_is_byte_identical() -> None:
 
 
 def _plain_sdist_tree(pin: lock.Lock, dest: Path) -> Path:
-    import tarfile
+    from vpq.compat import tarfile
 
     sdist = fetch.fetch(pin.name, pin.sdist.filename, pin.sdist.sha256)
     with tarfile.open(sdist) as tar:

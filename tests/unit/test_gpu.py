@@ -82,6 +82,7 @@ def test_pytest_command_passes_the_options_through(tmp_path: Path) -> None:
         "no:cacheprovider",
         "--engine-backend",
         "gpu",
+        "--engine-mla-extra",
         "--model",
         os.path.abspath("m"),
         "--drafter",

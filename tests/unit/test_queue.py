@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
 from vpq import build, queue, series
 from vpq import git as g
+from vpq.compat import tarfile
 
 from tests.unit.tiny_upstream import MOD, Upstream, replace_line
 
