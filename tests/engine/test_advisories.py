@@ -42,6 +42,7 @@ def _command(python: str, ck: Checkpoints, port: int, backend: str) -> list[str]
     cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(ck.targets[4])]
     cmd += ["--host", "127.0.0.1", "--port", str(port), "--max-model-len", "512"]
     cmd += ["--max-num-seqs", "8", "--api-key", KEY]
+    cmd += ["--trust-remote-code"]  # Kimi-K2.5's image processor (GHSA-7972-pg2x-xr59)
     return cmd + (["--enforce-eager"] if backend == "cpu" else [])
 
 

@@ -55,6 +55,9 @@ def server_command(python: str, ck: Checkpoints, port: int, backend: str) -> lis
     cmd += ["--max-num-seqs", "8", "--speculative-config", json.dumps(spec)]
     cmd += ["--enable-auto-tool-choice", "--tool-call-parser", "kimi_k2"]
     cmd += ["--reasoning-parser", "kimi_k2"]
+    # the fixture's image processor is remote code: trusted, as Kimi-K2.5
+    # needs (GHSA-7972-pg2x-xr59: the series runs it only when trusted)
+    cmd += ["--trust-remote-code"]
     return cmd + (["--enforce-eager"] if backend == "cpu" else [])
 
 
