@@ -152,8 +152,12 @@ def _apply_grammar_bitmask_on_cpu(scheduler_output, grammar_output, input_batch,
 #: VllmConfig resolved (the CPU platform turns it off); read by the shim below.
 ASYNC_SCHEDULING_ENV = "VPQ_ENGINE_CPU_ASYNC_SCHEDULING"
 
-#: The replaced attributes, by shim name, for replacements that call them.
-ORIGINALS: dict[str, object] = {}
+
+
+#: The replaced attributes as bound callables, by shim name, for
+#: replacements that call them (two may wrap one attribute: the later one's
+#: original is then the earlier one's replacement).
+BOUND_ORIGINALS: dict[str, Callable[..., object]] = {}
 
 
 def _cpu_check_and_update_config(cls, vllm_config) -> None:  # type: ignore[no-untyped-def]
@@ -162,7 +166,7 @@ def _cpu_check_and_update_config(cls, vllm_config) -> None:  # type: ignore[no-u
     had resolved before the platform set it to False."""
     sc = vllm_config.scheduler_config
     keep = bool(sc.async_scheduling) and os.environ.get(ASYNC_SCHEDULING_ENV) == "1"
-    ORIGINALS["cpu-platform-keeps-async-scheduling"].__func__(cls, vllm_config)  # type: ignore[attr-defined]
+    BOUND_ORIGINALS["cpu-platform-keeps-async-scheduling"](vllm_config)
     if keep:
         sc.async_scheduling = True
 
@@ -292,8 +296,6 @@ SHIMS = (
 # kernel runs at ~0.1 token/s under the interpreter).
 
 MLA_BACKEND = f"{__name__}.CpuMLABackend"
-#: The replaced attributes as bound callables, by shim name (the MLA shims call them).
-BOUND_ORIGINALS: dict[str, Callable[..., object]] = {}
 
 
 def _cpu_get_attn_backend_cls(cls, selected_backend, attn_selector_config, num_heads=None):  # type: ignore[no-untyped-def]
@@ -571,7 +573,6 @@ def apply(shims: tuple[Shim, ...] = SHIMS + MLA_SHIMS) -> list[str]:
         # Two shims may wrap one attribute (CpuPlatform.check_and_update_config):
         # the later one's original is the earlier one's replacement.
         owner = _owner(shim)
-        ORIGINALS[shim.name] = inspect.getattr_static(owner, shim.attr)
         BOUND_ORIGINALS.setdefault(shim.name, getattr(owner, shim.attr))
         setattr(owner, shim.attr, shim.replacement)
     return [s.name for s in shims]
