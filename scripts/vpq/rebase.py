@@ -6,7 +6,8 @@ Steps (``gbp pq rebase`` / ``gbp import-orig`` style, in ``build/work``):
 2. import the target release as the next upstream commit (its parent is the
    pinned one), from its hash-checked sdist or, with ``--upstream-source
    git``, from the repository; refuse the move when the release lacks a
-   file the series needs (one no earlier patch creates: ``missing_files``);
+   file the series needs (one no earlier patch creates and no patch
+   absorbed by its probe there changes: ``missing_files``);
 3. replay the patch commits onto it with 3-way merges (``git cherry-pick``,
    with the recorded resolutions of ``rerere/`` installed: ``vpq.rerere``),
    classifying each patch:
@@ -155,11 +156,18 @@ def _locks(root: Path, state: State) -> tuple[lock.Lock, lock.Lock]:
     return lock.from_table(state.old_lock, path), lock.from_table(state.new_lock, path)
 
 
-def missing_files(listed: set[str], patches: list[series.Patch]) -> dict[str, list[str]]:
+def missing_files(
+    listed: set[str], patches: list[series.Patch], absorbed: frozenset[str] = frozenset()
+) -> dict[str, list[str]]:
     """The files the series needs that the target (whose files are
     ``listed``) lacks, each with the patches that change it: a file is
-    missing only if upstream lacks it and no earlier patch creates it."""
-    return {f: ps for f, ps in series.files_needed(patches).items() if f not in listed}
+    missing only if upstream lacks it and no earlier patch creates it.
+    A patch in ``absorbed`` (its probe passes on the unpatched target)
+    needs nothing: upstream may have moved its file (0.23.0 moved
+    ``entrypoints/openai/server_utils.py`` under ``serve/``), and the
+    patch is dropped whatever its 3-way merge does."""
+    kept = [p for p in patches if p.name not in absorbed]
+    return {f: ps for f, ps in series.files_needed(kept).items() if f not in listed}
 
 
 def missing_message(version: str, missing: dict[str, list[str]]) -> str:
@@ -357,10 +365,11 @@ def _begin(
         else:
             tree.import_sdist(repo, sdist, new.version, parent=old_commit)
     new_ref = tree.upstream_tag(new.version)
-    missing = missing_files(set(g.tracked_files(repo, new_ref)), prep.patches)
+    table, probes = _judged(root, repo, new_ref, [p.name for p in prep.patches], cache)
+    absorbed = frozenset(name for name, (passed, _) in probes.items() if passed)
+    missing = missing_files(set(g.tracked_files(repo, new_ref)), prep.patches, absorbed)
     if missing:
         raise RebaseError(missing_message(new.version, missing))
-    table, probes = _judged(root, repo, new_ref, [p.name for p in prep.patches], cache)
     commits = queue.commits_since(repo, prep.upstream_ref, queue.PATCHED_BRANCH)
     state = State(
         old_lock=lock.to_table(old),

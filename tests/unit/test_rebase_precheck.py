@@ -59,6 +59,20 @@ def test_several_missing_files_are_named_in_series_order() -> None:
     assert f"; no {RUNNER} (changed by patches/runner-a.patch" in msg
 
 
+def test_a_file_only_probe_absorbed_patches_change_is_not_missing() -> None:
+    """0.23.0 moved server_utils.py; the Host-header backport's probe passes
+    there, so the move drops the patch rather than refusing the release."""
+    moved = "vllm/entrypoints/openai/server_utils.py"
+    patches = [*SERIES, _patch("host-header.patch", (moved,))]
+    listed = {"vllm/registry.py", RUNNER}
+    assert rebase.missing_files(listed, patches) == {moved: ["host-header.patch"]}
+    assert rebase.missing_files(listed, patches, frozenset({"host-header.patch"})) == {}
+    # an absorbed patch that changes a file still leaves it needed by the others
+    assert rebase.missing_files({"vllm/registry.py"}, SERIES, frozenset({"runner-a.patch"})) == {
+        RUNNER: ["fc-norm.patch", "runner-b.patch"]
+    }
+
+
 PROBES = """\
 # header comment
 
