@@ -35,6 +35,7 @@ EXPECTED_CHANGED = (
     "vllm/model_executor/models/mistral_large_3_eagle.py",
     "vllm/model_executor/models/nemotron_vl.py",
     "vllm/model_executor/models/registry.py",
+    "vllm/multimodal/media/video.py",
     "vllm/reasoning/kimi_k2_reasoning_parser.py",
     "vllm/sampling_params.py",
     "vllm/tool_parsers/kimi_k2_tool_parser.py",
