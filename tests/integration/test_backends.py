@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from vpq import audit, build
 
 from tests.conftest import REPO_ROOT
 
 
+@pytest.mark.outside_ci
 def test_setuptools_backend_passes_the_audit_and_matches_the_overlay(built, tmp_path: Path) -> None:
     plat = build.host_platform()
     (res,) = build.build_wheels(REPO_ROOT, platform=plat, out_dir=tmp_path, backend="setuptools")
