@@ -7,7 +7,9 @@ Steps (``gbp pq rebase`` / ``gbp import-orig`` style, in ``build/work``):
    pinned one), from its hash-checked sdist or, with ``--upstream-source
    git``, from the repository; refuse the move when the release lacks a
    file the series needs (one no earlier patch creates and no patch
-   absorbed by its probe there changes: ``missing_files``);
+   absorbed by its probe there changes: ``missing_files``; the target is
+   judged first only where every patch needing such a file claims it is
+   upstream there: ``claimed_upstream``);
 3. replay the patch commits onto it with 3-way merges (``git cherry-pick``,
    with the recorded resolutions of ``rerere/`` installed: ``vpq.rerere``),
    classifying each patch:
@@ -77,7 +79,16 @@ from vpq.contract import run as contract_run
 from vpq.contract import table as contract_table
 from vpq.errors import VpqError
 from vpq.files import write_atomic
-from vpq.staircase import ABORT, CONTINUE, RECORDED, Outcome, Report, ReportError, Status
+from vpq.staircase import (
+    ABORT,
+    CONTINUE,
+    RECORDED,
+    Outcome,
+    Report,
+    ReportError,
+    Status,
+    expected_absorbed,
+)
 from vpq.workspace import Workspace
 
 REBASE_BRANCH = "rebase"
@@ -168,6 +179,18 @@ def missing_files(
     patch is dropped whatever its 3-way merge does."""
     kept = [p for p in patches if p.name not in absorbed]
     return {f: ps for f, ps in series.files_needed(kept).items() if f not in listed}
+
+
+def claimed_upstream(
+    missing: dict[str, list[str]], patches: list[series.Patch], version: str
+) -> bool:
+    """Whether every patch that needs a ``missing`` file says upstream has
+    it at ``version`` (``Backport [vX]``, X up to ``version``): only then
+    can the probes absorb them all, so only then is the target judged
+    before the move is refused (0.14.1, without kimi_k25.py, is refused at
+    once; 0.23.0, which moved server_utils.py, is judged)."""
+    headers = {p.name: p.upstream_status for p in patches}
+    return all(expected_absorbed(headers[n], version) for ps in missing.values() for n in ps)
 
 
 def missing_message(version: str, missing: dict[str, list[str]]) -> str:
@@ -365,9 +388,13 @@ def _begin(
         else:
             tree.import_sdist(repo, sdist, new.version, parent=old_commit)
     new_ref = tree.upstream_tag(new.version)
+    listed = set(g.tracked_files(repo, new_ref))
+    missing = missing_files(listed, prep.patches)
+    if missing and not claimed_upstream(missing, prep.patches, new.version):
+        raise RebaseError(missing_message(new.version, missing))  # before any judging
     table, probes = _judged(root, repo, new_ref, [p.name for p in prep.patches], cache)
     absorbed = frozenset(name for name, (passed, _) in probes.items() if passed)
-    missing = missing_files(set(g.tracked_files(repo, new_ref)), prep.patches, absorbed)
+    missing = missing_files(listed, prep.patches, absorbed)
     if missing:
         raise RebaseError(missing_message(new.version, missing))
     commits = queue.commits_since(repo, prep.upstream_ref, queue.PATCHED_BRANCH)

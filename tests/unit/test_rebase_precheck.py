@@ -4,6 +4,7 @@ the one paragraph that names them."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from vpq import probe, rebase, series
@@ -67,6 +68,12 @@ def test_a_file_only_probe_absorbed_patches_change_is_not_missing() -> None:
     listed = {"vllm/registry.py", RUNNER}
     assert rebase.missing_files(listed, patches) == {moved: ["host-header.patch"]}
     assert rebase.missing_files(listed, patches, frozenset({"host-header.patch"})) == {}
+    # judged first only where the header says upstream has it by then
+    backport = dataclasses.replace(patches[-1], body="Upstream-Status: Backport [v0.22.0]\n")
+    needs = {moved: ["host-header.patch"]}
+    assert rebase.claimed_upstream(needs, [*SERIES, backport], "0.23.0")
+    assert not rebase.claimed_upstream(needs, [*SERIES, backport], "0.21.0")
+    assert not rebase.claimed_upstream(needs, patches, "0.23.0")  # no header: refused at once
     # an absorbed patch that changes a file still leaves it needed by the others
     assert rebase.missing_files({"vllm/registry.py"}, SERIES, frozenset({"runner-a.patch"})) == {
         RUNNER: ["fc-norm.patch", "runner-b.patch"]
