@@ -44,6 +44,8 @@ EXPECTED_CHANGED = (
     "vllm/transformers_utils/model_arch_config_convertor.py",
     "vllm/v1/core/sched/scheduler.py",
     "vllm/v1/engine/core.py",
+    "vllm/v1/engine/detokenizer.py",
+    "vllm/v1/engine/output_processor.py",
     "vllm/v1/sample/rejection_sampler.py",
     "vllm/v1/spec_decode/eagle.py",
     "vllm/v1/structured_output/__init__.py",
