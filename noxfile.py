@@ -20,13 +20,20 @@ nox -s cache                  cache sizes; `-- --prune [--older-than DAYS] [--ye
 from __future__ import annotations
 
 import sys
-import tomllib
 from pathlib import Path
-
-import nox
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "scripts"))
+# First, on the Python nox runs under (.venv's): an unsupported one is
+# refused in one sentence before tomllib is imported or any session's venv,
+# download or build starts (vpq.supported).
+from vpq.supported import require_supported_python  # noqa: E402
+
+require_supported_python()
+
+import tomllib  # noqa: E402
+
+import nox  # noqa: E402
 from vpq import gpu  # noqa: E402  (standard library only: usable before any install)
 
 nox.options.sessions = ["build_wheel"]

@@ -4,8 +4,9 @@ One module per noun:
 
 - inputs: ``lock`` (upstream.lock), ``series`` (series file and patch mails),
   ``fetch`` (hash-checked download cache), ``files`` (atomic writes, hashes,
-  shared constants), ``compat`` (standard-library features newer than the
-  oldest supported Python);
+  shared constants), ``supported`` (the oldest Python the tool runs on, and
+  the refusal of an older one), ``compat`` (standard-library features newer
+  than that oldest Python);
 - trees: ``git`` (thin git runner), ``tree`` (upstream trees as git commits),
   ``queue`` (apply and export the series), ``worklock`` (one command at a
   time on a checkout), ``workspace`` (the paths under ``build/`` and
