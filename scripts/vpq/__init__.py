@@ -21,7 +21,8 @@ One module per noun:
   verdict table), ``contract.run`` (discovers and checks it on a tree or a
   wheel, cached) and ``contract.probe`` (runs inside a vLLM venv);
   ``venv`` (CPU venvs that import a
-  wheel), ``fixture`` and ``kimi_k25_tiny_image_processor`` (the tiny
+  wheel), ``installer`` (local wheel files into a venv: uv where installed,
+  else pip, the same result), ``fixture`` and ``kimi_k25_tiny_image_processor`` (the tiny
   Kimi-K2.5 checkpoint), ``scripted`` (weights with known outputs),
   ``engine_env`` (the engine tier's CPU engines), ``gpu`` (the GPU test
   session);
