@@ -66,7 +66,9 @@ def cmd_build(ns: argparse.Namespace) -> int:
             f"  audit ok: {r.report.members} members; differ from upstream: "
             f"{', '.join(r.report.differing)} + dist-info"
         )
-    print(f"done in {time.monotonic() - t0:.1f} s")
+    # flushed: the paths and hashes come before the contract's venv work,
+    # whose progress goes to stderr, in a log too
+    print(f"done in {time.monotonic() - t0:.1f} s", flush=True)
     mine = [r for r in results if r.platform == build.host_platform()]
     if ns.no_contract or not mine:
         print("contract check skipped" + ("" if mine else " (no wheel for this host's platform)"))
