@@ -66,16 +66,18 @@ def _install(session: nox.Session, *extra: str) -> None:
     session.env["PYTHONPATH"] = str(ROOT / "scripts")
 
 
-def _vpq(session: nox.Session, command: str) -> None:
-    """Run ``python -m vpq COMMAND <posargs>`` with the tool's dependencies."""
-    _install(session)
+def _vpq(session: nox.Session, command: str, *extra: str) -> None:
+    """Run ``python -m vpq COMMAND <posargs>`` with the tool's dependencies
+    (and ``extra``)."""
+    _install(session, *extra)
     session.run("python", "-m", "vpq", command, *session.posargs)
 
 
 @nox.session
 def build_wheel(session: nox.Session) -> None:
-    """Build one audited wheel per pinned platform into dist/. Args go to `vpq build`."""
-    _vpq(session, "build")
+    """Build one audited wheel per pinned platform into dist/. Args go to `vpq build`.
+    With uv, which installs the wheel into the contract check's venv (vpq.installer)."""
+    _vpq(session, "build", "uv")
 
 
 @nox.session
