@@ -134,9 +134,10 @@ def mutation(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Cold/warm build_wheel per platform, the whole `nox -s build_wheel` warm,
     vLLM's own build, `rebase --check` on two releases cold, warm and
-    unchanged (the verdict cache): wall time, peak RSS, ratio to vLLM's
-    build. Writes build/bench.json."""
-    _install(session, "nox")
+    unchanged (the verdict cache), the contract's wheel venv by pip and by
+    uv: wall time, peak RSS, ratio to vLLM's build (and to pip's).
+    Writes build/bench.json."""
+    _install(session, "nox", "uv")
     session.run("python", "-m", "vpq", "bench", *session.posargs)
 
 

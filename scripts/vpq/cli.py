@@ -95,6 +95,7 @@ def cmd_bench(ns: argparse.Namespace) -> int:
         with_native=not ns.no_native,
         with_builds=not ns.no_builds,
         rebase_targets=ns.rebase_target,
+        with_installers=not ns.no_installers,
     )
     print(bench.render(cases))
     print("written to build/bench.json")
@@ -446,6 +447,11 @@ def _add_checks(sub: argparse._SubParsersAction, locking: argparse.ArgumentParse
     )
     bn.add_argument(
         "--no-builds", action="store_true", help="skip the build cases (the staircase's only)"
+    )
+    bn.add_argument(
+        "--no-installers",
+        action="store_true",
+        help="skip the installer cases (the contract's wheel venv by pip and by uv)",
     )
     bn.set_defaults(func=cmd_bench)
     k = sub.add_parser(
