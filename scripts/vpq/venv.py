@@ -20,7 +20,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from vpq import fetch, proc, progress
+from vpq import fetch, installer, proc, progress
 from vpq.errors import VpqError
 from vpq.files import sha256_file
 from vpq.proc import PYTEST  # tests/semantics run inside the wheel venvs
@@ -118,8 +118,9 @@ def share_identical_files(venv: Path) -> None:
 
 
 def wheel_env(dest: Path, deps: Path, wheel: Path) -> Path:
-    """A fresh venv at ``dest`` with ``wheel`` pip-installed (``--no-deps``),
-    seeing the deps venv's packages through a ``.pth`` file. Returns its python.
+    """A fresh venv at ``dest`` with ``wheel`` installed (``--no-deps``; by
+    uv where it is installed, else pip: ``vpq.installer``), seeing the deps
+    venv's packages through a ``.pth`` file. Returns its python.
 
     Raises:
         VenvError: venv creation or the install failed.
@@ -132,7 +133,7 @@ def wheel_env(dest: Path, deps: Path, wheel: Path) -> Path:
             f"import site; site.addsitedir({str(_site_packages(deps))!r})\n"
         )
         py = dest / "bin" / "python"
-        _run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)])
+        installer.install_files(py, [wheel], VenvError)  # uv where installed, else pip
     return py
 
 

@@ -5,13 +5,16 @@ tests/integration/test_contract_real.py)."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 from typing import Protocol
 
 import pytest
+from vpq import venv
 from vpq.contract import items as contract_items
 from vpq.contract import probe as contract_probe
 from vpq.contract import table as contract_table
 from vpq.contract import target as contract_target
+from vpq.contract.run import first_time_plan
 
 RUNNER = textwrap.dedent(
     """
@@ -306,3 +309,27 @@ def test_the_contract_reads_kimi_s_config_with_the_tiny_checkpoint_s_top_level_k
 
     kimi = contract_items.CLAIMS["KimiK25ForConditionalGeneration"]
     assert dict(kimi.checkpoint) == fixture.KIMI_K25_TOP_LEVEL
+
+
+def test_a_first_contract_check_says_which_slow_steps_are_still_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``vpq build`` says it before the check (contract.run.first_time_plan):
+    the CPU deps venv only when it is not cached, the wheel's venv only when
+    that is not, with the installer that will make it."""
+    monkeypatch.setenv("VPQ_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("VPQ_INSTALLER", "pip")
+    common, sha = b"numpy\n", "ab" * 32
+    head = "contract check, first time for this wheel: "
+    assert first_time_plan(common, sha) == head + (
+        "make the CPU venv of torch and vLLM's requirements (once a release), "
+        "then install the wheel into a venv (pip), then import it on CPU"
+    )
+    for name in (f"deps-{venv.deps_key(common)}", f"wheel-{sha[:12]}"):
+        (venv.envs_dir() / name).mkdir()
+        (venv.envs_dir() / name / ".complete").write_text("ok\n")
+        if name.startswith("deps"):
+            assert first_time_plan(common, sha) == head + (
+                "install the wheel into a venv (pip), then import it on CPU"
+            )
+    assert first_time_plan(common, sha) == head + "import it on CPU"

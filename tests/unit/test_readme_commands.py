@@ -1,13 +1,25 @@
 """README's two commands work as written, on a Python marked externally
 managed (PEP 668), and they are the commands CI runs.
 
-The externally managed Python is made in the test: a copy of this Python's
-interpreter binary in a folder whose ``lib/pythonX.Y`` links every entry of
-the real standard library, plus an ``EXTERNALLY-MANAGED`` file. Python finds
-its prefix from the binary's folder, so ``sysconfig.get_path("stdlib")`` is
-that folder and pip refuses to install there, as on Debian's and Ubuntu's
-system Python. (A venv cannot stand in: pip never treats a venv as
-externally managed, and a venv's stdlib is its base Python's.)
+They run under each Python a user of this machine's kind has as
+``python3``: the distribution's own ``/usr/bin/python3`` (Debian 12's
+3.11.2, marked externally managed by Debian) and the ``python3`` first on
+PATH outside any venv (here pyenv's 3.11.7, the one CI's ``.ci/run`` takes).
+A case is skipped only where its interpreter is not on the machine, and the
+two are one case where they are the same binary.
+
+A Python that is marked is used as it is (the old form's refusal is asked
+with ``--dry-run``, so nothing is installed even where a configuration lets
+pip through). One that is not is copied into a marked one: its interpreter
+binary in a folder whose ``lib/pythonX.Y`` links every entry of its real
+standard library, plus an ``EXTERNALLY-MANAGED`` file. Python finds its
+prefix from the binary's folder, so ``sysconfig.get_path("stdlib")`` is that
+folder and pip refuses to install there, as on Debian's and Ubuntu's system
+Python. (A venv cannot stand in: pip never treats a venv as externally
+managed, and a venv's stdlib is its base Python's. The copy cannot stand in
+for Debian's Python either: Debian keeps pip outside the stdlib, in
+``/usr/lib/python3/dist-packages``, which the copy's prefix does not reach;
+that was the "No module named pip" this test once failed with there.)
 """
 
 from __future__ import annotations
@@ -16,13 +28,15 @@ import os
 import re
 import shutil
 import subprocess
-import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tests.pythons import Python, describe, on_path
+
+#: The distribution's own Python (Debian's, Ubuntu's).
+STOCK = "/usr/bin/python3"
 
 SECTION = "## The two commands"
 
@@ -61,19 +75,38 @@ def test_dot_venv_is_git_ignored() -> None:
     assert "/.venv/" in (REPO_ROOT / ".gitignore").read_text().splitlines()
 
 
-def externally_managed_python(dest: Path) -> Path:
-    """A Python at ``dest/bin/python3`` whose stdlib folder is marked
-    externally managed; see the module docstring."""
-    ver = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    binary = Path(sys.base_prefix) / "bin" / ver
-    real_lib = Path(sysconfig.get_paths(vars={"installed_base": sys.base_prefix})["stdlib"])
-    if not binary.is_file() or not (real_lib / "os.py").is_file():
-        pytest.skip(f"no {binary} with its stdlib at {real_lib} to copy")
+def readme_pythons() -> list[object]:
+    """One case per distinct ``python3``: Debian's ``/usr/bin/python3``, and
+    the one on PATH outside venvs where it is another binary."""
+    stock = describe(STOCK) if Path(STOCK).exists() else None
+    path = on_path("python3")
+    cases: list[object] = [
+        pytest.param(stock, id="stock-usr-bin-python3")
+        if stock
+        else pytest.param(None, id="stock-usr-bin-python3", marks=pytest.mark.skip(
+            reason=f"no {STOCK} on this machine (not a Debian/Ubuntu-style system)"))
+    ]  # fmt: skip
+    if path is None:
+        cases.append(pytest.param(None, id="python3-on-path", marks=pytest.mark.skip(
+            reason="no python3 on PATH outside venvs")))  # fmt: skip
+    elif stock is None or path.executable != stock.executable:
+        cases.append(pytest.param(path, id="python3-on-path"))
+    return cases
+
+
+def externally_managed_python(python: Python, dest: Path) -> Path:
+    """``python`` itself where it is marked externally managed, else a copy
+    at ``dest/bin/python3`` whose stdlib folder is; see the module docstring."""
+    if python.externally_managed:
+        return python.executable
+    ver = f"python{python.version[0]}.{python.version[1]}"
+    if not (python.stdlib / "os.py").is_file():
+        raise AssertionError(f"{python.label}: no standard library at {python.stdlib} to copy")
     lib = dest / "lib" / ver
     lib.mkdir(parents=True)
     (dest / "bin").mkdir()
-    shutil.copy2(binary, dest / "bin" / "python3")
-    for entry in real_lib.iterdir():
+    shutil.copy2(python.executable, dest / "bin" / "python3")
+    for entry in python.stdlib.iterdir():
         if entry.name != "EXTERNALLY-MANAGED":
             (lib / entry.name).symlink_to(entry)
     (lib / "EXTERNALLY-MANAGED").write_text("[externally-managed]\nError=marked by the test\n")
@@ -89,16 +122,21 @@ def _sh(line: str, cwd: Path, path_head: Path) -> subprocess.CompletedProcess[st
     )
 
 
-def test_readme_commands_work_on_an_externally_managed_python(tmp_path: Path) -> None:
+@pytest.mark.parametrize("python", readme_pythons())
+def test_readme_commands_work_on_an_externally_managed_python(
+    python: Python, tmp_path: Path
+) -> None:
     """The old form (``python3 -m pip install nox``) is refused there; README's
     form makes ``.venv``, installs nox in it and runs the noxfile (``--list``
     in place of the session, to keep it cheap), twice, as a person would."""
-    python = externally_managed_python(tmp_path / "py")
-    ver = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    stdlib = _sh("python3 -c 'import sysconfig; print(sysconfig.get_path(\"stdlib\"))'",
-                 tmp_path, python.parent)  # fmt: skip
-    assert stdlib.stdout.strip() == str(tmp_path / "py" / "lib" / ver), stdlib.stderr
-    old = _sh("python3 -m pip install -q nox", tmp_path, python.parent)
+    binary = externally_managed_python(python, tmp_path / "py")
+    head = binary.parent
+    which = _sh("python3 -c 'import sys, sysconfig; print(sys.version_info[:3]); "
+                "print(sysconfig.get_path(\"stdlib\"))'", tmp_path, head)  # fmt: skip
+    copied = head.parent / "lib" / python.stdlib.name
+    stdlib = python.stdlib if binary == python.executable else copied
+    assert which.stdout.split("\n")[:2] == [str(python.version), str(stdlib)], which.stderr
+    old = _sh("python3 -m pip install -q --dry-run nox", tmp_path, head)
     assert old.returncode != 0 and "externally-managed-environment" in old.stderr, old.stderr
     checkout = tmp_path / "checkout"
     checkout.mkdir()
@@ -107,8 +145,8 @@ def test_readme_commands_work_on_an_externally_managed_python(tmp_path: Path) ->
     (checkout / "scripts").symlink_to(REPO_ROOT / "scripts")
     for line in readme_commands((REPO_ROOT / "README.md").read_text()):
         boot, _ = split_nox(line)
-        proc = _sh(f"{boot} && .venv/bin/nox --list", checkout, python.parent)
+        proc = _sh(f"{boot} && .venv/bin/nox --list", checkout, head)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "* build_wheel" in proc.stdout and "- tests" in proc.stdout
     cfg = (checkout / ".venv" / "pyvenv.cfg").read_text()
-    assert f"home = {python.parent}" in cfg.splitlines()
+    assert f"home = {head}" in cfg.splitlines()

@@ -22,14 +22,16 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 import tempfile
+import time
 import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
-from vpq import build, fetch, progress, tree, venv
+from vpq import build, fetch, installer, progress, tree, venv
 from vpq import git as g
 from vpq.contract import drafter, target
 from vpq.contract.items import (
@@ -207,11 +209,30 @@ def for_wheel(
     if cached.is_file():
         os.utime(cached)  # its last use, for `vpq cache --prune`
         return Table.from_json(json.loads(cached.read_text()))
-    python = venv.cached_wheel_env(venv.deps_env(common_txt()), wheel_path)
+    t0 = time.monotonic()
+    common = common_txt()
+    print(first_time_plan(common, wheel_sha256 or sha256_file(wheel_path)), file=sys.stderr)
+    python = venv.cached_wheel_env(venv.deps_env(common), wheel_path)
     with progress.step(f"checking the EAGLE-3 contract: importing {wheel_path.name} on CPU"):
         table = check(python, items, modules=modules)
     write_atomic(cached, json.dumps(table.to_json()).encode())
+    took = progress.human_seconds(time.monotonic() - t0)
+    print(f"contract check: {took} the first time; its verdict is cached", file=sys.stderr)
     return table
+
+
+def first_time_plan(common_txt: bytes, wheel_sha256: str) -> str:
+    """One line, said before a contract check whose verdict is not cached:
+    which of its slow steps are still to do (README, "The two commands",
+    has their measured times)."""
+    envs = venv.envs_dir()
+    steps = ["import it on CPU"]
+    if not (envs / f"wheel-{wheel_sha256[:12]}" / ".complete").is_file():
+        how = "uv" if installer.chosen() else "pip"
+        steps.insert(0, f"install the wheel into a venv ({how})")
+    if not (envs / f"deps-{venv.deps_key(common_txt)}" / ".complete").is_file():
+        steps.insert(0, "make the CPU venv of torch and vLLM's requirements (once a release)")
+    return "contract check, first time for this wheel: " + ", then ".join(steps)
 
 
 def for_tree(work_root: Path, repo: Path, ref: str, common_ref: str) -> Table:
