@@ -136,8 +136,7 @@ def wheels_in(dist: Path) -> list[Wheel]:
     paths = sorted(dist.glob("*.whl")) if dist.is_dir() else []
     if not paths:
         raise PublishError(
-            f"{dist} holds no wheel to publish: run `nox -s build_wheel` first "
-            "(or pass --dist DIR)"
+            f"{dist} holds no wheel to publish: run `nox -s build_wheel` first (or pass --dist DIR)"
         )
     wheels = [read_wheel(p) for p in paths]
     versions: dict[str, set[Version]] = {}

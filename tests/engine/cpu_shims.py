@@ -153,7 +153,6 @@ def _apply_grammar_bitmask_on_cpu(scheduler_output, grammar_output, input_batch,
 ASYNC_SCHEDULING_ENV = "VPQ_ENGINE_CPU_ASYNC_SCHEDULING"
 
 
-
 #: The replaced attributes as bound callables, by shim name, for
 #: replacements that call them (two may wrap one attribute: the later one's
 #: original is then the earlier one's replacement).
@@ -200,9 +199,7 @@ def _async_output_init(
     self.vocab_size = vocab_size
     self._logprobs_tensors = logprobs_tensors
     self.sampled_token_ids_cpu = sampled_token_ids.clone()
-    self._logprobs_tensors_cpu = (
-        logprobs_tensors.to_cpu_nonblocking() if logprobs_tensors else None
-    )
+    self._logprobs_tensors_cpu = logprobs_tensors.to_cpu_nonblocking() if logprobs_tensors else None
 
 
 def _copy_valid_sampled_token_count(self, next_token_ids, valid_sampled_tokens_count) -> None:  # type: ignore[no-untyped-def]
@@ -416,8 +413,11 @@ def _mla_classes() -> dict[str, type]:
                 pos = torch.arange(seq_len - (hi - lo), seq_len)
                 mask = torch.arange(seq_len)[None, :] <= pos[:, None]
                 o = F.scaled_dot_product_attention(
-                    q[lo:hi].transpose(0, 1).float(), k.transpose(0, 1).float(),
-                    v.transpose(0, 1).float(), attn_mask=mask, scale=self.scale,
+                    q[lo:hi].transpose(0, 1).float(),
+                    k.transpose(0, 1).float(),
+                    v.transpose(0, 1).float(),
+                    attn_mask=mask,
+                    scale=self.scale,
                 )
                 out[lo:hi] = o.transpose(0, 1).to(out.dtype)
 
