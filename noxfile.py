@@ -11,7 +11,7 @@ nox -s contract               EAGLE-3 contract table (CPU venv with the wheel)
 nox -s mutation               take each patch out in turn and run its probe's tests (outside CI)
 nox -s move_newest            clean clone moved to 0.33.0 unattended, result checked (not CI)
 nox -s bench                  build and staircase timings vs vLLM's own build (build/bench.json)
-nox -s lint                   ruff + series lint (probes.toml, mutation.toml)
+nox -s lint                   ruff check + format, mypy, series lint (probes.toml, mutation.toml)
 nox -s tiny_checkpoints       -- DEST: tiny Kimi-K2.5 target + EAGLE-3 heads, with weights
 nox -s apply / export         edit the series in build/work (see README)
 nox -s cache                  cache sizes; `-- --prune [--older-than DAYS] [--yes]`
@@ -36,7 +36,15 @@ nox.options.reuse_venv = "yes"
 #: from scripts/ (PYTHONPATH) and is never built or installed here: a
 #: setuptools build would write build/lib and build/bdist.* into the
 #: checkout's build/, racing a second session and the work tree there.
-DEPS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+DEPS = PYPROJECT["project"]["dependencies"]
+
+#: The pinned linters and what mypy needs to see the tool's imports
+#: (pyproject.toml's ``lint`` dependency group; .pre-commit-config.yaml
+#: repeats the pins).
+LINT_DEPS = PYPROJECT["dependency-groups"]["lint"]
+#: What ruff checks and formats.
+LINT_PATHS = ("scripts", "tests", "noxfile.py")
 
 #: What the test sessions install beside the tool's dependencies: pytest, and
 #: what the tests use to write tiny heads and scripted checkpoints and to
@@ -157,9 +165,14 @@ def move_engine(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff over the tool and tests, and the series lint."""
-    _install(session, "ruff")
-    session.run("ruff", "check", "scripts", "tests", "noxfile.py")
+    """ruff check and ruff format --check over the tool and tests; mypy
+    (pyproject.toml: strict on scripts/vpq), verify_install.py alone on
+    Python 3.10; then the series lint."""
+    _install(session, *LINT_DEPS)
+    session.run("ruff", "check", *LINT_PATHS)
+    session.run("ruff", "format", "--check", *LINT_PATHS)
+    session.run("mypy")
+    session.run("mypy", "--python-version", "3.10", "scripts/verify_install.py")
     session.run("python", "-m", "vpq", "lint")
 
 
