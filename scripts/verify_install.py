@@ -597,7 +597,7 @@ def checked_layer_ids(pair: Pair) -> list[int] | None:
     return list(ids) if _is_int_list(ids) and ids else None
 
 
-def looks_like_head(cfg: dict[str, Any]) -> bool:
+def looks_like_head(cfg: Mapping[str, Any]) -> bool:
     """An EAGLE head's config: an ``Eagle`` architecture, or the keys only
     drafters carry (``eagle_config``, ``draft_vocab_size``, the layer ids)."""
     archs = cfg.get("architectures")
@@ -606,7 +606,7 @@ def looks_like_head(cfg: dict[str, Any]) -> bool:
     return "eagle" in arch.lower() or any(k in cfg for k in keys)
 
 
-def looks_like_target(cfg: dict[str, Any]) -> bool:
+def looks_like_target(cfg: Mapping[str, Any]) -> bool:
     """A Kimi-K2.5 / DeepSeek target's config: an architecture the wheel's
     manifest claims (``installed_claims``), or a multimodal ``text_config``."""
     archs = cfg.get("architectures")
@@ -801,7 +801,8 @@ def layer_ids_source_rules(pair: Pair) -> list[Finding]:
     then ``layer-ids-type`` or ``layer-ids-empty`` (errors), else
     ``layer-ids-source`` (info). Needs N (``checked_layer_ids``)."""
     dc, ids, src = pair.drafter_cfg, pair.declared_ids, pair.ids_key
-    nested = dc.get("eagle_config") if isinstance(dc.get("eagle_config"), dict) else {}
+    raw_nested = dc.get("eagle_config")
+    nested: dict[str, Any] = raw_nested if isinstance(raw_nested, dict) else {}
     out: list[Finding] = []
     if src == LAYER_IDS_KEY and nested.get(LAYER_IDS_KEY) is not None:
         if nested[LAYER_IDS_KEY] != ids:
@@ -1505,8 +1506,8 @@ def _ask_with_spec(
 ) -> WheelAnswers:
     """The questions that follow the ``SpeculativeConfig`` verdict."""
     if spec.config is None:
-        drafter = ask_registered(registry, str(first_arch(pair.drafter_cfg)))
-        return dataclasses.replace(answers, drafter=drafter)
+        registered = ask_registered(registry, str(first_arch(pair.drafter_cfg)))
+        return dataclasses.replace(answers, drafter=registered)
     drafter = ask_drafter_class(registry, spec.config)
     source = None
     if isinstance(drafter, DrafterClass) and drafter.cls is not None and eagle31_flags(pair):

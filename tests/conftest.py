@@ -33,9 +33,33 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+#: The test tiers, one folder of tests/ each, fastest first: the order they
+#: run in, and each one's marker (``pytest -m unit``).
+TIERS = ("unit", "semantics", "parsers", "integration", "gpu", "engine")
+
+
+def tier(item: pytest.Item) -> str | None:
+    """The tier ``item`` belongs to: the folder of tests/ it is in."""
+    try:
+        parts = item.path.relative_to(REPO_ROOT / "tests").parts
+    except ValueError:
+        return None
+    return parts[0] if len(parts) > 1 and parts[0] in TIERS else None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip the ``outside_ci`` cases unless ``--outside-ci``; one marked
-    ``outside_ci(narrowed=True)`` runs either way and narrows itself."""
+    """Mark each test with its tier and run the tiers fastest first (pytest
+    collects tests/ alphabetically: engine first, unit last); within a tier
+    the order stays. Skip the ``outside_ci`` cases unless ``--outside-ci``;
+    one marked ``outside_ci(narrowed=True)`` runs either way and narrows
+    itself."""
+    rank = {}
+    for item in items:
+        name = tier(item)
+        if name is not None:
+            item.add_marker(name)
+        rank[item.nodeid] = TIERS.index(name) if name is not None else len(TIERS)
+    items.sort(key=lambda item: rank[item.nodeid])
     if config.getoption("--outside-ci"):
         return
     for item in items:

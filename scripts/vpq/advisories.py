@@ -91,7 +91,7 @@ def _checked(gid: str, raw: dict[str, object], where: str) -> list[str]:
     if "status" in raw and status not in STATUSES:
         problems.append(f"{where}: key 'status' must be one of {', '.join(STATUSES)}")
     elif status in STATUSES:
-        needs = _NEEDS[cast(Status, status)]
+        needs = _NEEDS[status]
         problems += [f"{where}: status {status!r} needs key {k!r}" for k in needs if k not in raw]
     up = raw.get("upstream")
     if "upstream" in raw and not (
@@ -204,9 +204,13 @@ def lint(root: Path) -> list[str]:
         problems += _against_series(root, a, trailers)
     for name, ids in trailers.items():
         for gid in ids:
-            a = by_id.get(gid)
-            if a is None or a.status != "carried" or a.patch != name:
-                got = "no entry" if a is None else f"status {a.status!r}, patch {a.patch!r}"
+            entry = by_id.get(gid)
+            if entry is None or entry.status != "carried" or entry.patch != name:
+                got = (
+                    "no entry"
+                    if entry is None
+                    else f"status {entry.status!r}, patch {entry.patch!r}"
+                )
                 problems.append(
                     f"patches/{name}: trailer 'Advisory: {gid}' wants an entry in {LEDGER_FILE} "
                     f"with status 'carried' and patch {name!r} ({got})"

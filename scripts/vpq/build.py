@@ -14,6 +14,7 @@ interrupted build leaves ``dist/`` as it was.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import platform as host
 import shutil
@@ -299,7 +300,7 @@ def _inputs_key(
     """Everything a build's bytes depend on: the lock, the series, the
     platforms, backend and upstream source, and the builder's own code."""
     code = b"".join(
-        Path(m.__file__).read_bytes() for m in (wheel, audit_module, native, queue, tree)
+        Path(inspect.getfile(m)).read_bytes() for m in (wheel, audit_module, native, queue, tree)
     )
     data = json.dumps(
         [

@@ -10,6 +10,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
 
 from vpq import (
     advisories,
@@ -35,6 +36,10 @@ from vpq.contract import run as contract
 from vpq.contract.table import Table
 from vpq.errors import UsageError, VpqError
 from vpq.workspace import Workspace
+
+if TYPE_CHECKING:
+    #: ``add_subparsers()``'s action: generic in typeshed only, so not at run time.
+    Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def _root(ns: argparse.Namespace) -> Path:
@@ -341,7 +346,7 @@ def cmd_preflight(ns: argparse.Namespace) -> int:
     )
 
 
-def _add_build(sub: argparse._SubParsersAction, locking: argparse.ArgumentParser) -> None:
+def _add_build(sub: Subparsers, locking: argparse.ArgumentParser) -> None:
     """``vpq build`` and its options."""
     b = sub.add_parser(
         "build", parents=[locking], help="apply the series and build audited wheels into dist/"
@@ -374,7 +379,7 @@ def _add_build(sub: argparse._SubParsersAction, locking: argparse.ArgumentParser
     b.set_defaults(func=cmd_build)
 
 
-def _add_queue(sub: argparse._SubParsersAction, locking: argparse.ArgumentParser) -> None:
+def _add_queue(sub: Subparsers, locking: argparse.ArgumentParser) -> None:
     """``vpq apply``, ``export`` and ``lint``."""
     a = sub.add_parser(
         "apply", parents=[locking], help="apply the series in build/work (to add or edit patches)"
@@ -398,7 +403,7 @@ def _add_queue(sub: argparse._SubParsersAction, locking: argparse.ArgumentParser
     v.set_defaults(func=cmd_advisories)
 
 
-def _add_rebase(sub: argparse._SubParsersAction, locking: argparse.ArgumentParser) -> None:
+def _add_rebase(sub: Subparsers, locking: argparse.ArgumentParser) -> None:
     """``vpq rebase`` and its options."""
     r = sub.add_parser(
         "rebase",
@@ -434,7 +439,7 @@ def _add_rebase(sub: argparse._SubParsersAction, locking: argparse.ArgumentParse
     r.set_defaults(func=cmd_rebase)
 
 
-def _add_checks(sub: argparse._SubParsersAction, locking: argparse.ArgumentParser) -> None:
+def _add_checks(sub: Subparsers, locking: argparse.ArgumentParser) -> None:
     """``vpq bench``, ``contract`` and ``preflight``."""
     bn = sub.add_parser("bench", help="time the builds against vLLM's own build (nox -s bench)")
     bn.add_argument("--no-native", action="store_true", help="skip vLLM's own build (no ratios)")
@@ -496,7 +501,7 @@ def _add_checks(sub: argparse._SubParsersAction, locking: argparse.ArgumentParse
     p.set_defaults(func=cmd_preflight)
 
 
-def _add_files(sub: argparse._SubParsersAction, locking: argparse.ArgumentParser) -> None:
+def _add_files(sub: Subparsers, locking: argparse.ArgumentParser) -> None:
     """``vpq fetch``, ``fixture``, ``publish`` and ``cache``."""
     f = sub.add_parser("fetch", help="download the pinned files into the cache")
     f.add_argument("--platform", default="all")

@@ -11,6 +11,7 @@ that has the feature.
 
 from __future__ import annotations
 
+import importlib
 import tarfile as _stdlib_tarfile
 from types import ModuleType
 
@@ -18,9 +19,7 @@ from types import ModuleType
 def _tarfile() -> ModuleType:
     if hasattr(_stdlib_tarfile, "data_filter"):
         return _stdlib_tarfile
-    from backports import tarfile as backport  # type: ignore[import-not-found]
-
-    return backport
+    return importlib.import_module("backports.tarfile")
 
 
 tarfile: ModuleType = _tarfile()

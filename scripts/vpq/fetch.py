@@ -26,6 +26,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 from filelock import FileLock
@@ -90,12 +91,13 @@ def index_url() -> str:
     return (url or DEFAULT_INDEX_URL).rstrip("/") + "/"
 
 
-def _simple_page(project: str) -> dict[str, object]:
+def _simple_page(project: str) -> dict[str, Any]:
+    """The index's PEP 691 JSON page for ``project``, with ``_url`` added."""
     url = f"{index_url()}{project}/"
     req = urllib.request.Request(url, headers={"Accept": _PEP691})
     try:
         with urllib.request.urlopen(req, timeout=_TIMEOUT_S) as resp:
-            data = json.load(resp)
+            data: dict[str, Any] = json.load(resp)
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise FetchError(
             f"cannot list {project!r} on the package index {url}: {exc}. "
@@ -114,7 +116,7 @@ def list_files(project: str) -> list[IndexFile]:
     data = _simple_page(project)
     base = str(data["_url"])
     files = []
-    for f in data.get("files", []):  # type: ignore[union-attr]
+    for f in data.get("files", []):
         sha = f.get("hashes", {}).get("sha256")
         if sha:
             files.append(
@@ -134,7 +136,7 @@ def versions(project: str) -> list[str]:
     Raises:
         FetchError: the index cannot be reached.
     """
-    return [str(v) for v in _simple_page(project).get("versions", [])]  # type: ignore[union-attr]
+    return [str(v) for v in _simple_page(project).get("versions", [])]
 
 
 def _length(resp: object) -> int | None:

@@ -43,6 +43,10 @@ import json
 import shutil
 import string
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 HIDDEN = 256
 VOCAB = 1024
@@ -198,7 +202,7 @@ def tokenizer_tokens() -> tuple[dict[str, int], list[tuple[str, str]], dict[int,
     return vocab, merges, specials
 
 
-def build_tokenizer():  # type: ignore[no-untyped-def]
+def build_tokenizer() -> Tokenizer:
     """A byte-level BPE ``tokenizers.Tokenizer`` over ``tokenizer_tokens()``.
 
     Lossless on any text (byte-level), adds no special tokens when

@@ -64,8 +64,8 @@ def moved_tree(root: Path, version: str) -> Path:
     moved = (
         work.is_dir()
         and all(g.ref_exists(work, b) for b in (PATCHED_BRANCH, up))
-        and g.git(["merge-base", "--is-ancestor", up, PATCHED_BRANCH], work, check=False)
-        .returncode == 0
+        and g.git(["merge-base", "--is-ancestor", up, PATCHED_BRANCH], work, check=False).returncode
+        == 0
     )
     if not moved:
         raise MovedEngineError(

@@ -25,11 +25,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    import pluggy
 
 #: The marker naming how a test fails where the series' behaviour is missing:
 #: ``fails_unpatched_with(raises="AttributeError", match="regex", reason="...")``.
@@ -77,7 +80,9 @@ def describe(item: Any, exc: BaseException) -> dict[str, str]:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: Any, call: Any) -> Iterator[None]:
+def pytest_runtest_makereport(
+    item: Any, call: Any
+) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
     """Record how a test failed (the first failing phase wins)."""
     outcome = yield
     report = outcome.get_result()

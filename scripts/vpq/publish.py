@@ -27,6 +27,7 @@ import json
 import tarfile
 import urllib.parse
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from email.parser import BytesParser
 from email.policy import compat32
@@ -136,8 +137,7 @@ def wheels_in(dist: Path) -> list[Wheel]:
     paths = sorted(dist.glob("*.whl")) if dist.is_dir() else []
     if not paths:
         raise PublishError(
-            f"{dist} holds no wheel to publish: run `nox -s build_wheel` first "
-            "(or pass --dist DIR)"
+            f"{dist} holds no wheel to publish: run `nox -s build_wheel` first (or pass --dist DIR)"
         )
     wheels = [read_wheel(p) for p in paths]
     versions: dict[str, set[Version]] = {}
@@ -187,7 +187,7 @@ def project_page_json(project: str, wheels: list[Wheel]) -> bytes:
     return (json.dumps(page, indent=2, sort_keys=True) + "\n").encode()
 
 
-def root_pages(projects: list[str]) -> dict[str, bytes]:
+def root_pages(projects: Sequence[str]) -> dict[str, bytes]:
     """``index.html`` and ``index.json`` of ``simple/``: the project list."""
     links = [f'<a href="{html.escape(p)}/">{html.escape(p)}</a><br>' for p in projects]
     page = ["<!DOCTYPE html>", "<html>", "<head>", "<title>Simple index</title>", "</head>",

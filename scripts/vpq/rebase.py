@@ -268,16 +268,13 @@ def _step(
     # carries patches the contract knows nothing about.
     has_probe = patch.name in state.probes
     probed, seen = state.probes.get(patch.name, (False, ""))
-    signals = [
-        name
-        for name, holds in (
-            ("empty", lambda: empty),
-            ("reverse-applies", lambda: g.apply_check_reverse(repo, state.new_ref, patch.path)),
-            ("contract", lambda: not has_probe and table.holds_for(list(patch.files))),
-            ("probe", lambda: bool(probed)),
-        )
-        if holds()
-    ]
+    checks: tuple[tuple[str, Callable[[], bool]], ...] = (
+        ("empty", lambda: empty),
+        ("reverse-applies", lambda: g.apply_check_reverse(repo, state.new_ref, patch.path)),
+        ("contract", lambda: not has_probe and table.holds_for(list(patch.files))),
+        ("probe", lambda: bool(probed)),
+    )
+    signals = [name for name, holds in checks if holds()]
     merge = "3-way merge conflicted" if conflicted else "applies as is" if exact else "3-way merge"
     if signals:
         if conflicted:

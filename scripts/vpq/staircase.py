@@ -57,7 +57,7 @@ def _status(value: object, where: str) -> Status:
     """
     if value not in STATUSES:
         raise ReportError(f"{where}: {value!r} is not a patch status ({', '.join(STATUSES)})")
-    return cast(Status, value)
+    return value
 
 
 @dataclass

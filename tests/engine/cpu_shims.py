@@ -163,7 +163,6 @@ def _top_k_top_p_in_torch(logits, k, p):  # type: ignore[no-untyped-def]
 ASYNC_SCHEDULING_ENV = "VPQ_ENGINE_CPU_ASYNC_SCHEDULING"
 
 
-
 #: The replaced attributes as bound callables, by shim name, for
 #: replacements that call them (two may wrap one attribute: the later one's
 #: original is then the earlier one's replacement).
@@ -210,9 +209,7 @@ def _async_output_init(
     self.vocab_size = vocab_size
     self._logprobs_tensors = logprobs_tensors
     self.sampled_token_ids_cpu = sampled_token_ids.clone()
-    self._logprobs_tensors_cpu = (
-        logprobs_tensors.to_cpu_nonblocking() if logprobs_tensors else None
-    )
+    self._logprobs_tensors_cpu = logprobs_tensors.to_cpu_nonblocking() if logprobs_tensors else None
 
 
 def _copy_valid_sampled_token_count(self, next_token_ids, valid_sampled_tokens_count) -> None:  # type: ignore[no-untyped-def]
@@ -437,8 +434,11 @@ def _mla_classes() -> dict[str, type]:
                 pos = torch.arange(seq_len - (hi - lo), seq_len)
                 mask = torch.arange(seq_len)[None, :] <= pos[:, None]
                 o = F.scaled_dot_product_attention(
-                    q[lo:hi].transpose(0, 1).float(), k.transpose(0, 1).float(),
-                    v.transpose(0, 1).float(), attn_mask=mask, scale=self.scale,
+                    q[lo:hi].transpose(0, 1).float(),
+                    k.transpose(0, 1).float(),
+                    v.transpose(0, 1).float(),
+                    attn_mask=mask,
+                    scale=self.scale,
                 )
                 out[lo:hi] = o.transpose(0, 1).to(out.dtype)
 

@@ -133,9 +133,7 @@ def test_recipe_turns_the_upstream_image_into_one_that_passes_verify_install(
     assert f"vllm=={version}" in shown.splitlines()
 
 
-def _check_against_constraints(
-    dist: Path, resolved: dict[str, str], env: dict[str, str]
-) -> None:
+def _check_against_constraints(dist: Path, resolved: dict[str, str], env: dict[str, str]) -> None:
     """Every constraint whose marker holds in ``env`` holds for ``resolved``."""
     for req in _constraints(dist):
         if req.marker is not None and not req.marker.evaluate(env):

@@ -87,9 +87,7 @@ def test_a_probe_that_fails_where_the_text_says_absorbed_is_flagged(one_patch: U
         f"patches/{patch.name} is absorbed at 1.2 by its text (empty, reverse-applies), "
         f"but its probe did not pass there ({stale}): fix the probe"
     ]
-    assert f"Probes that do not probe:\n- {table.probe_flags[0]}" in (
-        table.render()
-    )
+    assert f"Probes that do not probe:\n- {table.probe_flags[0]}" in table.render()
     passing = staircase.Outcome(patch.name, "absorbed", "empty, probe", [], "probe: 2 of 2 passed")
     assert (
         staircase.build("1.0", [patch], [staircase.Report("1.0", "1.2", [passing])]).probe_flags
@@ -106,14 +104,20 @@ def _report(checked: bool = True) -> staircase.Report:
         "1.1",
         [
             staircase.Outcome(
-                "a.patch", "absorbed", "probe", ["x.py"], "probe: 4 of 4 passed",
+                "a.patch",
+                "absorbed",
+                "probe",
+                ["x.py"],
+                "probe: 4 of 4 passed",
                 "3-way merge conflicted",
             ),
-            staircase.Outcome("b.patch", "conflict", "needs a person", ["y.py"], "",
-                           "3-way merge conflicted"),
-            staircase.Outcome("c.patch", "clean", "applies as is", [], "probe: 0 of 2 passed",
-                           "applies as is"),
-        ],  # fmt: skip
+            staircase.Outcome(
+                "b.patch", "conflict", "needs a person", ["y.py"], "", "3-way merge conflicted"
+            ),
+            staircase.Outcome(
+                "c.patch", "clean", "applies as is", [], "probe: 0 of 2 passed", "applies as is"
+            ),
+        ],
         checked=checked,
     )
 

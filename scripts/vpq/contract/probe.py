@@ -21,6 +21,7 @@ import json
 import logging
 import sys
 import textwrap
+from typing import Any
 
 
 def model_class(arch: str) -> type:
@@ -28,7 +29,8 @@ def model_class(arch: str) -> type:
     from vllm.model_executor.models.registry import _VLLM_MODELS
 
     module, name = _VLLM_MODELS[arch]
-    return getattr(importlib.import_module(f"vllm.model_executor.models.{module}"), name)
+    cls: type = getattr(importlib.import_module(f"vllm.model_executor.models.{module}"), name)
+    return cls
 
 
 def drafter_class(arch: str) -> type | None:
@@ -44,9 +46,10 @@ def qualified_class(name: str) -> type | None:
     """``vllm.x.y.Class`` imported, or None."""
     module, _, cls = name.rpartition(".")
     try:
-        return getattr(importlib.import_module(module), cls)
+        found: type = getattr(importlib.import_module(module), cls)
     except (ImportError, AttributeError, ValueError):
         return None
+    return found
 
 
 def is_one_of(cls: type, names: list[str]) -> bool | None:
@@ -61,13 +64,14 @@ def config_class(model_type: str) -> type:
     from vllm.transformers_utils.config import _CONFIG_REGISTRY
 
     if model_type in _CONFIG_REGISTRY:
-        return _CONFIG_REGISTRY[model_type]
+        registered: type = _CONFIG_REGISTRY[model_type]
+        return registered
     from transformers import AutoConfig
 
     return type(AutoConfig.for_model(model_type))
 
 
-def make_config(arch: dict) -> object:
+def make_config(arch: dict[str, Any]) -> object:
     """The config for ``arch`` (``{"model_type", "checkpoint"?}``), made
     with the checkpoint's top-level keys as loading its config.json would."""
     return config_class(arch["model_type"])(**arch.get("checkpoint", {}))
@@ -87,11 +91,11 @@ def is_stub(func: object) -> bool:
     )
 
 
-def guard_holds(guard: dict, cls: type) -> bool | None:
+def guard_holds(guard: dict[str, Any], cls: type) -> bool | None:
     """Whether a branch condition leads to ``cls``; None when it cannot tell."""
     kind = guard["kind"]
     if kind == "method_in":  # the proposer's speculative method
-        return ("eagle3" in guard["names"]) == guard["expect"]
+        return bool(("eagle3" in guard["names"]) == guard["expect"])
     if kind == "drafter_isinstance":
         value = is_one_of(cls, guard["names"])
         return None if value is None else value == guard["expect"]
@@ -107,7 +111,7 @@ def guard_holds(guard: dict, cls: type) -> bool | None:
     return None if value is None else value == guard["expect"]
 
 
-def verdict(item: dict, cls: type, arch: dict) -> str:
+def verdict(item: dict[str, Any], cls: type, arch: dict[str, Any]) -> str:
     """ok | missing | stub | n/a for one item on one architecture."""
     if any(guard_holds(g, cls) is False for g in item["guards"]):
         return "n/a"
@@ -136,7 +140,7 @@ def has_attr(obj: object, name: str) -> bool:
     return True
 
 
-def drafter_verdict(item: dict, cls: type | None, arch: str, info: dict) -> str:
+def drafter_verdict(item: dict[str, Any], cls: type | None, arch: str, info: dict[str, Any]) -> str:
     """ok | missing | stub | n/a for one drafter item on one EAGLE-3 head.
     A head that is not registered is ``missing`` in the registry row and
     ``n/a`` elsewhere (there is no class to check)."""

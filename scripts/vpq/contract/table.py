@@ -8,6 +8,7 @@ holds upstream).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 from vpq.contract.items import CLAIMS, DRAFTERS, REGISTRY, Item
 
@@ -77,8 +78,11 @@ class Table:
     @classmethod
     def from_json(cls, d: dict[str, object]) -> Table:
         """The table ``to_json`` wrote."""
-        files = {(item, arch): set(fs) for item, arch, fs in d["files"]}  # type: ignore[union-attr, misc]
-        return cls(d["rows"], d["where"], files)  # type: ignore[arg-type]
+        rows = cast(dict[str, dict[str, str]], d["rows"])
+        where = cast(dict[str, str], d["where"])
+        cells = cast(list[tuple[str, str, list[str]]], d["files"])
+        files = {(item, arch): set(fs) for item, arch, fs in cells}
+        return cls(rows, where, files)
 
     def render(self) -> str:
         """The table as printed: items down, architectures across, then the

@@ -404,5 +404,5 @@ def model_modules(registry_source: str) -> dict[str, str]:
                     and len(v.elts) == 2
                     and isinstance(v.elts[0], ast.Constant)
                 ):
-                    out[str(k.value)] = f"vllm/model_executor/models/{v.elts[0].value}.py"
+                    out[str(k.value)] = f"vllm/model_executor/models/{v.elts[0].value!s}.py"
     return out
