@@ -25,7 +25,7 @@ MINIMUM = (3, 11)
 def refusal(version_info: tuple[int, ...] | None = None, executable: str = "") -> str | None:
     """The one sentence that refuses ``version_info`` (default: this Python),
     or None where it is supported."""
-    version_info = tuple(version_info or sys.version_info)
+    version_info = version_info or tuple(sys.version_info[:3])
     if version_info[:2] >= MINIMUM:
         return None
     have = ".".join(str(x) for x in version_info[:3])

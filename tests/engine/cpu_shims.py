@@ -148,7 +148,6 @@ def _apply_grammar_bitmask_on_cpu(scheduler_output, grammar_output, input_batch,
     logits.copy_(fp32.to(logits.dtype))
 
 
-
 def _top_k_top_p_in_torch(logits, k, p):  # type: ignore[no-untyped-def]
     """``apply_top_k_top_p`` as the rejection sampler imported it, always on
     its PyTorch path (upstream's own path below 8 rows)."""
@@ -157,6 +156,7 @@ def _top_k_top_p_in_torch(logits, k, p):  # type: ignore[no-untyped-def]
     if p is None and k is None:
         return logits
     return apply_top_k_top_p_pytorch(logits, k, p)
+
 
 #: Set to ``1`` in an engine's environment to keep the async scheduling that
 #: VllmConfig resolved (the CPU platform turns it off); read by the shim below.
