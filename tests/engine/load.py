@@ -277,15 +277,28 @@ def _give_up(cl: Any, model: str) -> str:
 
 def run_aborts(
     openai: Any, port: int, model: str, streams: int, queued: int, seed: int = 0
-) -> tuple[list[int], list[str]]:
+) -> tuple[list[int], list[str], float]:
     """``streams`` streamed requests closed after 1 to 5 chunks (seeded), and
-    ``queued`` non-streamed ones whose clients give up after 3 s, all at
-    once: chunks seen per stream, and how each given-up request ended."""
+    ``queued`` non-streamed ones whose clients give up after 3 s, sent at
+    once (more than the server's 8 running slots, so some wait): chunks
+    seen per stream, how each given-up request ended, and the most
+    requests ``/metrics`` showed waiting meanwhile."""
     rng = random.Random(seed)
     closing = [rng.randint(1, 5) for _ in range(streams)]
     cl, impatient = client(openai, port), client(openai, port, timeout=3)
     with ThreadPoolExecutor(max_workers=streams + queued) as pool:
         seen = [pool.submit(_close_after, cl, model, n) for n in closing]
-        time.sleep(1)  # the streams take the running slots; the rest queue
         gave_up = [pool.submit(_give_up, impatient, model) for _ in range(queued)]
-    return [f.result() for f in seen], [f.result() for f in gave_up]
+        waiting = _most_waiting(port, seconds=3.0)
+    return [f.result() for f in seen], [f.result() for f in gave_up], waiting
+
+
+def _most_waiting(port: int, seconds: float) -> float:
+    """The largest ``vllm:num_requests_waiting`` read over ``seconds``."""
+    from tests.engine.server import counter, metrics_text
+
+    most, deadline = 0.0, time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        most = max(most, counter(metrics_text(port), "vllm:num_requests_waiting"))
+        time.sleep(0.2)
+    return most

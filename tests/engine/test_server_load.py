@@ -51,7 +51,7 @@ KV_ARGS = ("--block-size", "32", "--num-gpu-blocks-override", "24")
 LOAD_ARGS = (*KV_ARGS, "--max-num-batched-tokens", "64")
 IDLE_TIMEOUT_S = 60
 DEATH_TIMEOUT_S = 120
-ABORT_STREAMS, ABORT_QUEUED = 6, 6
+ABORT_STREAMS, ABORT_QUEUED = 6, 10
 #: An EngineCore failure in the server log (the engine core process's lines).
 ENGINE_ERROR = re.compile(r"\(EngineCore\S* pid=\d+\) ERROR|EngineDeadError")
 
@@ -179,13 +179,18 @@ def _good_request_is_lossless(served: dict[str, Any]) -> None:
 
 def test_aborted_streams_and_given_up_requests_free_everything(loaded) -> None:
     """Six streams closed after 1 to 5 chunks (mid-decode, drafts in flight)
-    and six non-streamed requests whose clients give up after 3 s while
-    queued or running. The server cuts them (it generates far fewer tokens
-    than they asked for), its request and KV-block counts return to zero,
-    and a later request is still lossless."""
+    and ten non-streamed requests whose clients give up after 3 s, sent
+    together: more than the 8 running slots, so some are cancelled while
+    queued (``/metrics`` must show them waiting). The server cuts them (it
+    generates far fewer tokens than they asked for), its request and
+    KV-block counts return to zero, and a later request is still lossless."""
     port, m0 = loaded["port"], metrics_text(loaded["port"])
-    seen, gave_up = load.run_aborts(_openai(), port, loaded["model"], ABORT_STREAMS, ABORT_QUEUED)
+    seen, gave_up, waiting = load.run_aborts(
+        _openai(), port, loaded["model"], ABORT_STREAMS, ABORT_QUEUED
+    )
     assert all(n >= 1 for n in seen), f"a stream never started: {seen}"
+    if waiting == 0:
+        pytest.fail("harness error: no request waited; none was cancelled while queued")
     assert gave_up == ["APITimeoutError"] * ABORT_QUEUED, gave_up
     assert _wait_idle(port) == [0, 0, 0], "requests or KV blocks left after the aborts"
     m1 = metrics_text(port)
