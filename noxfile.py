@@ -146,7 +146,7 @@ def bench(session: nox.Session) -> None:
     unchanged (the verdict cache), the contract's wheel venv by pip and by
     uv: wall time, peak RSS, ratio to vLLM's build (and to pip's).
     Writes build/bench.json."""
-    _install(session, "nox", "uv")
+    _install(session, "nox", "uv", *TEST_DEPS)  # the test deps: `-- --serving`
     session.run("python", "-m", "vpq", "bench", *session.posargs)
 
 

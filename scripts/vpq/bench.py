@@ -34,7 +34,8 @@ class Case:
     """One timed command: wall time, peak RSS, whether it succeeded, its
     ratio to the baseline and, for a staircase case, to the cold staircase
     run of the same bench (``vs_cold``); for an installer case, to pip's
-    case of its round (``vs_pip``)."""
+    case of its round (``vs_pip``); for a serving case, to the same load
+    served without speculation (``vs_plain``)."""
 
     name: str
     seconds: float
@@ -43,6 +44,7 @@ class Case:
     ratio: float | None = None
     vs_cold: float | None = None
     vs_pip: float | None = None
+    vs_plain: float | None = None
 
 
 def measure(
@@ -182,6 +184,35 @@ def installer_cases(root: Path, wheel: Path, rounds: int = 2) -> list[Case]:
     return cases
 
 
+#: The engine tier's load case that serves the same 34 requests from two
+#: ``vllm serve`` processes, EAGLE-3 and none (tests/engine/test_server_load.py).
+LOAD_TEST = (
+    "tests/engine/test_server_load.py::test_the_load_equals_the_load_served_without_speculation"
+)
+
+
+def serving_cases(root: Path) -> list[Case]:
+    """The load test run for its figures: the whole run, then each load's
+    wall time as the test measured it (``VPQ_LOAD_REPORT``), with
+    ``vs_plain`` the ratio to the load served without speculation. On the
+    CPU engine (EAGLE-3's kernels in Triton's interpreter) this is not a
+    GPU throughput figure."""
+    fd, name = tempfile.mkstemp(prefix="bench-load-", suffix=".jsonl", dir=Workspace(root).build)
+    os.close(fd)
+    report = Path(name)
+    cmd = [sys.executable, "-m", "pytest", str(root / LOAD_TEST), "-q", "-p", "no:cacheprovider"]
+    env = {"VPQ_LOAD_REPORT": str(report), "PYTHONPATH": str(root / "scripts")}
+    whole = measure("load test: two vllm serve, one load each", [], root, cmd=cmd, env=env)
+    rows = [json.loads(line) for line in report.read_text().splitlines()]
+    report.unlink(missing_ok=True)
+    cases = [Case(f"load: {r['requests']} requests, {r['name']}", r["seconds"], 0.0, whole.ok)
+             for r in rows]  # fmt: skip
+    plain = next((c for c in cases if c.name.endswith("no speculation")), None)
+    for c in cases:
+        c.vs_plain = round(c.seconds / plain.seconds, 3) if plain else None
+    return [whole, *cases]
+
+
 def run(
     root: Path,
     *,
@@ -189,11 +220,13 @@ def run(
     with_builds: bool = True,
     rebase_targets: list[str] | None = None,
     with_installers: bool = True,
+    with_serving: bool = False,
 ) -> list[Case]:
     """All cases (``with_builds=False``: no build cases); the native
     build is the baseline for the ratios. ``rebase_targets``: the staircase
     cases' releases (default ``STAIRCASE_RELEASES``; empty: none).
-    ``with_installers``: the installer cases (``installer_cases``)."""
+    ``with_installers``: the installer cases (``installer_cases``);
+    ``with_serving``: the load test's cases (``serving_cases``)."""
     pin = lock.load(root)
     out = Path(tempfile.mkdtemp(prefix="bench-", dir=Workspace(root).build))
     targets = list(STAIRCASE_RELEASES) if rebase_targets is None else rebase_targets
@@ -211,6 +244,8 @@ def run(
         if with_installers:
             art = pin.wheel(build.host_platform())
             cases += installer_cases(root, fetch.fetch(pin.name, art.filename, art.sha256))
+        if with_serving:
+            cases += serving_cases(root)
     finally:
         shutil.rmtree(out, ignore_errors=True)
     base = next((c for c in cases if c.name.startswith(BASELINE) and c.ok), None)
@@ -228,13 +263,13 @@ def render(cases: list[Case]) -> str:
     baseline, and a staircase case's ratio to the cold staircase run."""
     w = max(len(c.name) for c in cases)
     head = f"{'case':<{w}}  {'wall s':>8}  {'peak RSS MiB':>12}  {'/ vLLM build':>12}"
-    lines = [head + f"  {'/ cold check':>12}  {'/ pip':>6}  ok"]
+    lines = [head + f"  {'/ cold check':>12}  {'/ pip':>6}  {'/ no spec':>9}  ok"]
     for c in cases:
-        ratio = f"{c.ratio:.3f}" if c.ratio is not None else "-"
-        cold = f"{c.vs_cold:.3f}" if c.vs_cold is not None else "-"
-        pip = f"{c.vs_pip:.3f}" if c.vs_pip is not None else "-"
+        ratio, cold, pip, plain = (
+            f"{x:.3f}" if x is not None else "-" for x in (c.ratio, c.vs_cold, c.vs_pip, c.vs_plain)
+        )
         lines.append(
             f"{c.name:<{w}}  {c.seconds:>8.2f}  {c.peak_rss_mib:>12.1f}  {ratio:>12}  "
-            f"{cold:>12}  {pip:>6}  {'yes' if c.ok else 'NO'}"
+            f"{cold:>12}  {pip:>6}  {plain:>9}  {'yes' if c.ok else 'NO'}"
         )
     return "\n".join(lines)

@@ -101,6 +101,7 @@ def cmd_bench(ns: argparse.Namespace) -> int:
         with_builds=not ns.no_builds,
         rebase_targets=ns.rebase_target,
         with_installers=not ns.no_installers,
+        with_serving=ns.serving,
     )
     print(bench.render(cases))
     print("written to build/bench.json")
@@ -457,6 +458,12 @@ def _add_checks(sub: Subparsers, locking: argparse.ArgumentParser) -> None:
         "--no-installers",
         action="store_true",
         help="skip the installer cases (the contract's wheel venv by pip and by uv)",
+    )
+    bn.add_argument(
+        "--serving",
+        action="store_true",
+        help="add the engine tier's load test: 34 requests with EAGLE-3 and without "
+        "(needs the test dependencies and the engine environment; minutes)",
     )
     bn.set_defaults(func=cmd_bench)
     k = sub.add_parser(

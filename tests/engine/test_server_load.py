@@ -71,6 +71,7 @@ def _serve_load(
         model, t0 = str(ck.targets[4]), time.monotonic()
         answers = load.run_load(load.client(_openai(), port), model, load.workload())
         seconds = time.monotonic() - t0
+        _report(head, len(answers), seconds)
         yield {
             "port": port,
             "log": log,
@@ -79,6 +80,15 @@ def _serve_load(
             "seconds": seconds,
             "metrics": metrics_text(port),
         }
+
+
+def _report(head: str | None, requests: int, seconds: float) -> None:
+    """One line for ``nox -s bench -- --serving`` (``VPQ_LOAD_REPORT``)."""
+    path = os.environ.get("VPQ_LOAD_REPORT")
+    if path:
+        name = "EAGLE-3" if head else "no speculation"
+        with open(path, "a") as fh:
+            fh.write(json.dumps({"name": name, "requests": requests, "seconds": seconds}) + "\n")
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,30 @@ def test_installer_cases_time_pip_and_uv_in_turn_with_ratios_to_pip(tmp_path: Pa
     assert cases[1].vs_pip == round(cases[1].seconds / cases[0].seconds, 3)
     assert list((tmp_path / "build").iterdir()) == []  # the venvs are gone
     table = bench.render(cases).splitlines()
-    assert table[0].split()[-2:] == ["pip", "ok"] and table[2].split()[-2:] == [
-        f"{cases[1].vs_pip:.3f}",
-        "yes",
+    assert table[0].split()[-5:] == ["pip", "/", "no", "spec", "ok"]
+    assert table[2].split()[-3:] == [f"{cases[1].vs_pip:.3f}", "-", "yes"]
+
+
+def test_serving_cases_read_the_load_test_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The load test's two lines become two cases, each with its ratio to the
+    load served without speculation; the whole run is a case too."""
+    (tmp_path / "build").mkdir()
+
+    def fake_measure(name, args, root, *, cmd=None, env=None):  # type: ignore[no-untyped-def]
+        lines = [
+            '{"name": "no speculation", "requests": 34, "seconds": 20.0}',
+            '{"name": "EAGLE-3", "requests": 34, "seconds": 30.0}',
+        ]
+        Path(env["VPQ_LOAD_REPORT"]).write_text("\n".join(lines) + "\n")
+        assert cmd[-4:] == [str(root / bench.LOAD_TEST), "-q", "-p", "no:cacheprovider"]
+        return bench.Case(name, 99.0, 1.0, True)
+
+    monkeypatch.setattr(bench, "measure", fake_measure)
+    cases = bench.serving_cases(tmp_path)
+    assert [(c.name, c.seconds, c.vs_plain) for c in cases[1:]] == [
+        ("load: 34 requests, no speculation", 20.0, 1.0),
+        ("load: 34 requests, EAGLE-3", 30.0, 1.5),
     ]
+    assert cases[0].ok and list((tmp_path / "build").iterdir()) == []
