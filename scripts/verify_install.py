@@ -1160,9 +1160,20 @@ def _eagle31_weights_without_flags(pair: Pair) -> list[Finding]:
 
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
-    """vLLM logs to stdout; keep stdout for the report (and ``--json``)."""
-    with contextlib.redirect_stdout(sys.stderr):
-        yield
+    """vLLM logs to stdout; keep stdout for the report (and ``--json``).
+    vLLM is imported with ``VLLM_LOGGING_LEVEL=ERROR`` unless the caller set
+    a level; the caller's environment is as it was afterwards (a process
+    that runs the preflight in-process and then starts vLLM keeps its own
+    logging)."""
+    unset = "VLLM_LOGGING_LEVEL" not in os.environ
+    if unset:
+        os.environ["VLLM_LOGGING_LEVEL"] = "ERROR"
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        if unset:
+            os.environ.pop("VLLM_LOGGING_LEVEL", None)
 
 
 def _first_line(exc: BaseException, limit: int = 240) -> str:
@@ -1486,7 +1497,6 @@ def ask_vllm(pair: Pair) -> WheelAnswers:
     ``ask_drafter_length``. Imports ``vllm``
     with ``VLLM_LOGGING_LEVEL=ERROR`` unless set; vLLM's stdout goes to
     stderr. Never raises."""
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     with _quiet():
         installed = ask_installed()
         if isinstance(installed, Unanswered):

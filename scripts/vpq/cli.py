@@ -440,8 +440,8 @@ def _add_rebase(sub: Subparsers, locking: argparse.ArgumentParser) -> None:
     r.set_defaults(func=cmd_rebase)
 
 
-def _add_checks(sub: Subparsers, locking: argparse.ArgumentParser) -> None:
-    """``vpq bench``, ``contract`` and ``preflight``."""
+def _add_bench(sub: Subparsers) -> None:
+    """``vpq bench``."""
     bn = sub.add_parser("bench", help="time the builds against vLLM's own build (nox -s bench)")
     bn.add_argument("--no-native", action="store_true", help="skip vLLM's own build (no ratios)")
     bn.add_argument(
@@ -466,6 +466,11 @@ def _add_checks(sub: Subparsers, locking: argparse.ArgumentParser) -> None:
         "(needs the test dependencies and the engine environment; minutes)",
     )
     bn.set_defaults(func=cmd_bench)
+
+
+def _add_checks(sub: Subparsers, locking: argparse.ArgumentParser) -> None:
+    """``vpq bench``, ``contract`` and ``preflight``."""
+    _add_bench(sub)
     k = sub.add_parser(
         "contract",
         parents=[locking],

@@ -28,7 +28,8 @@ import sys
 import types
 from pathlib import Path
 
-os.environ.setdefault("VLLM_LOGGING_LEVEL", "INFO")
+# INFO whatever the parent set: the cases read the warnings and info lines
+os.environ["VLLM_LOGGING_LEVEL"] = "INFO"
 
 
 def probe(fn):  # type: ignore[no-untyped-def]
