@@ -22,7 +22,7 @@ from typing import Any
 from vpq import scripted
 
 from tests.engine.conftest import PROMPTS, expected_tokens
-from tests.engine.server import MESSAGES, PING, assemble, reasoning
+from tests.engine.server import MESSAGES, PING, assemble, counter, metrics_text, reasoning
 
 REQUEST_TIMEOUT_S = 300
 #: Token prompts long enough that, with a small KV cache, requests are
@@ -46,7 +46,9 @@ class Req:
     scripted_chat: bool = False
 
 
-def _tokens(name: str, prompt: list[int], max_tokens: int, n: int = 1, **body: Any) -> list[Req]:
+def token_requests(
+    name: str, prompt: list[int], max_tokens: int, n: int = 1, **body: Any
+) -> list[Req]:
     sampled = {"temperature": 1.0, "top_k": 1} if n > 1 else {"temperature": 0}
     b = {
         "prompt": prompt,
@@ -78,9 +80,9 @@ def workload() -> list[Req]:
     each streamed and not."""
     reqs: list[Req] = []
     for i, p in enumerate(PROMPTS):
-        reqs += _tokens(f"prompt{i}", p, 24)
+        reqs += token_requests(f"prompt{i}", p, 24)
     for i, p in enumerate(LONG_PROMPTS):
-        reqs += _tokens(f"long{i}", p, 40)
+        reqs += token_requests(f"long{i}", p, 40)
     reqs += _chat("tools0", True, tools=[PING]) + _chat("tools1", True, tools=[PING])
     # Kimi's own tokenizer keeps ``</think>`` in the text; the fixture's skips
     # it as special unless asked (README, "Known issues": the kimi_k2
@@ -89,12 +91,14 @@ def workload() -> list[Req]:
     reqs += _chat("plain", False, **keep)
     fmt = {"type": "json_schema", "json_schema": {"name": "a", "schema": SCHEMA}}
     reqs += _chat("json-schema", False, response_format=fmt, **keep)
-    reqs += _tokens("n2", [scripted.SCRIPT[0]], 16, n=2)
-    reqs += _tokens("logprobs", [scripted.SCRIPT[2]], 16, logprobs=2)
-    reqs += _tokens("stop", [scripted.SCRIPT[0]], 20, stop=["ping"])
+    reqs += token_requests("n2", [scripted.SCRIPT[0]], 16, n=2)
+    reqs += token_requests("logprobs", [scripted.SCRIPT[2]], 16, logprobs=2)
+    reqs += token_requests("stop", [scripted.SCRIPT[0]], 20, stop=["ping"])
     # every script token allowed: the output stays the script's (0.17.1's
     # rejection sampler killed EngineCore on this, vllm PR #35654)
-    reqs += _tokens("allowed", [scripted.SCRIPT[1]], 16, allowed_token_ids=list(scripted.SCRIPT))
+    reqs += token_requests(
+        "allowed", [scripted.SCRIPT[1]], 16, allowed_token_ids=list(scripted.SCRIPT)
+    )
     return reqs
 
 
@@ -295,8 +299,6 @@ def run_aborts(
 
 def _most_waiting(port: int, seconds: float) -> float:
     """The largest ``vllm:num_requests_waiting`` read over ``seconds``."""
-    from tests.engine.server import counter, metrics_text
-
     most, deadline = 0.0, time.monotonic() + seconds
     while time.monotonic() < deadline:
         most = max(most, counter(metrics_text(port), "vllm:num_requests_waiting"))

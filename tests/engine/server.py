@@ -79,12 +79,19 @@ def serving(cmd: list[str], env: dict[str, str], log: Path, port: int) -> Iterat
     """Start ``cmd`` in its own process group; yield the port once healthy
     (None if the server exited first); stop the whole group afterwards."""
     with running(cmd, env, log) as proc:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline and proc.poll() is None and not healthy(port):
-            time.sleep(1)
-        if proc.poll() is None and not healthy(port):
-            raise AssertionError(f"server not healthy after {START_TIMEOUT_S} s:\n{tail(log)}")
-        yield None if proc.poll() is not None else port
+        yield port if wait_healthy(proc, port, log) else None
+
+
+def wait_healthy(proc: subprocess.Popen[bytes], port: int, log: Path) -> bool:
+    """Wait for ``proc``'s server on ``port`` to answer ``/health``: True once
+    it does, False if the process exited first; after ``START_TIMEOUT_S``
+    an AssertionError with the log's tail."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline and proc.poll() is None and not healthy(port):
+        time.sleep(1)
+    if proc.poll() is None and not healthy(port):
+        raise AssertionError(f"server not healthy after {START_TIMEOUT_S} s:\n{tail(log)}")
+    return proc.poll() is None
 
 
 @contextlib.contextmanager

@@ -54,9 +54,9 @@ def test_data_parallel_2_serves_losslessly_while_one_rank_skips_the_drafter(
     env = {**engines.env, cpu_shims.SPY_ENV: "1"}
     with serving(cmd, env, log, port) as up:
         assert up, f"the DP=2 server exited at start:\n{tail(log)}"
-        reqs = load._tokens("near-max", LONG, LONG_TOKENS)
-        reqs += load._tokens("short0", [scripted.SCRIPT[0]], 60)
-        reqs += load._tokens("short1", [scripted.SCRIPT[5]], 60)
+        reqs = load.token_requests("near-max", LONG, LONG_TOKENS)
+        reqs += load.token_requests("short0", [scripted.SCRIPT[0]], 60)
+        reqs += load.token_requests("short1", [scripted.SCRIPT[5]], 60)
         answers = load.run_load(load.client(pytest.importorskip("openai"), port),
                                 str(checkpoints.targets[4]), reqs)  # fmt: skip
         m = metrics_text(port)

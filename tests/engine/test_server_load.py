@@ -43,12 +43,19 @@ from tests.engine.server import (
     server_command,
     serving,
     tail,
+    wait_healthy,
 )
 
 #: Small enough that the load's long requests are preempted, large enough
 #: for one request of ``max_model_len`` (16 blocks) and its lookahead.
-KV_ARGS = ("--block-size", "32", "--num-gpu-blocks-override", "24")
-LOAD_ARGS = (*KV_ARGS, "--max-num-batched-tokens", "64")
+LOAD_ARGS = (
+    "--block-size",
+    "32",
+    "--num-gpu-blocks-override",
+    "24",
+    "--max-num-batched-tokens",
+    "64",
+)
 IDLE_TIMEOUT_S = 60
 DEATH_TIMEOUT_S = 120
 ABORT_STREAMS, ABORT_QUEUED = 6, 10
@@ -182,7 +189,7 @@ def _wait_idle(port: int) -> list[float]:
 def _good_request_is_lossless(served: dict[str, Any]) -> None:
     """After a fault: one token prompt, streamed and not, still follows the script."""
     prompt = [scripted.SCRIPT[4]]
-    reqs = load._tokens("after", prompt, 12)
+    reqs = load.token_requests("after", prompt, 12)
     answers = load.run_load(load.client(_openai(), served["port"]), served["model"], reqs)
     assert load.problems(answers) == [], answers
 
@@ -317,7 +324,7 @@ def test_a_prompt_that_leaves_less_room_than_the_lookahead_is_served(loaded) -> 
     exactly: the drafter's lookahead (3 tokens) runs past it. Served, and
     equal to the oracle."""
     prompt = [scripted.SCRIPT[3]] * 509
-    reqs = load._tokens("near-max-len", prompt, 3)
+    reqs = load.token_requests("near-max-len", prompt, 3)
     answers = load.run_load(load.client(_openai(), loaded["port"]), loaded["model"], reqs)
     assert load.problems(answers) == []
     assert answers[0].choices[0]["token_ids"] == expected_tokens(prompt, 3)
@@ -407,10 +414,7 @@ def test_a_killed_tensor_parallel_worker_fails_requests_and_the_server_exits(
     port, log = free_port(), tmp_path / "server.log"
     cmd = server_command(python, checkpoints, port, backend, head, ("--tensor-parallel-size", "2"))
     with running(cmd, engines.env, log) as proc:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and proc.poll() is None and not healthy(port):
-            time.sleep(1)
-        assert healthy(port), f"the server did not start:\n{tail(log)}"
+        assert wait_healthy(proc, port, log), f"the server exited at start:\n{tail(log)}"
         worker = _pid_of(log, "Worker_TP1")
         assert worker, f"no rank-1 worker pid in the log:\n{tail(log)}"
         result: dict[str, Any] = {}
