@@ -53,6 +53,9 @@ ENV = {
     "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB
     "VLLM_CPU_OMP_THREADS_BIND": "0|1|0|1",  # a core per worker (by rank), up to four
     "VLLM_LOGGING_LEVEL": "INFO",  # the cases read vLLM's warnings in the engine log
+    # vLLM's message queues between processes bind this address, else the
+    # host's outward one: the engine tier stays on loopback
+    "VLLM_HOST_IP": "127.0.0.1",
 }
 
 

@@ -51,8 +51,8 @@ def test_data_parallel_2_serves_losslessly_while_one_rank_skips_the_drafter(
     port, log = free_port(), tmp_path / "server.log"
     cmd = server_command(engines.patched, checkpoints, port, backend, "llama-top",
                          ("--data-parallel-size", "2"))  # fmt: skip
-    # vLLM's DP message queues bind VLLM_HOST_IP (else the host's address): loopback only
-    env = {**engines.env, cpu_shims.SPY_ENV: "1", "VLLM_HOST_IP": "127.0.0.1"}
+    # engines.env has VLLM_HOST_IP=127.0.0.1: the DP message queues stay on loopback
+    env = {**engines.env, cpu_shims.SPY_ENV: "1"}
     with serving(cmd, env, log, port) as up:
         assert up, f"the DP=2 server exited at start:\n{tail(log)}"
         reqs = load.token_requests("near-max", LONG, LONG_TOKENS)

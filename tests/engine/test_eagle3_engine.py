@@ -9,6 +9,8 @@ lengths (one prefilled in chunks). Acceptance comes from the engine's own
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.engine.conftest import (
@@ -87,6 +89,9 @@ def test_head_without_ids_uses_the_default_warns_and_acceptance_collapses(engine
 def test_tensor_parallel_2_is_lossless_with_the_heads_ids(engine) -> None:
     r = engine(Run("llama-top", tp=2))
     assert [w["aux_layers"] for w in ok(r)["engine"]["workers"]] == [HEAD_IDS] * 2
+    # the workers' message queues bind loopback (engine_env.ENV's VLLM_HOST_IP)
+    connects = re.findall(r"mq_connect_ip=([^ ,]+)", r["log"])
+    assert connects and set(connects) == {"127.0.0.1"}, connects
     assert outputs(r) == [expected_tokens(p) for p in PROMPTS]
     assert metrics(r)["accepted_per_pos"][0] >= metrics(r)["num_drafts"] / 2
 
