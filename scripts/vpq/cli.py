@@ -399,7 +399,9 @@ def _add_queue(sub: Subparsers, locking: argparse.ArgumentParser) -> None:
         "advisories", help=f"the security advisory ledger ({advisories.LEDGER_FILE}) as a table"
     )
     v.add_argument(
-        "--markdown", action="store_true", help=f"write the table into {advisories.TABLE_PAGE} between its markers"
+        "--markdown",
+        action="store_true",
+        help=f"write the table into {advisories.TABLE_PAGE} between its markers",
     )
     v.set_defaults(func=cmd_advisories)
 
