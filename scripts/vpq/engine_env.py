@@ -45,7 +45,7 @@ REFERENCE_DROP = ("torchvision", "torchaudio", "torchcodec")
 SHIMS = Path("tests/engine/cpu_shims.py")
 SHIM_MODULE = "vpq_engine_shims"
 PYTHON = (3, 11)  # the pinned torch and triton wheels are cp311 builds
-#: The environment a CPU engine runs under (README, "The engine tier").
+#: The environment a CPU engine runs under (docs/engine-tier.md).
 ENV = {
     "CUDA_VISIBLE_DEVICES": "",  # else vllm/triton_utils disables Triton (no driver)
     "TRITON_INTERPRET": "1",  # the EAGLE and rejection-sampler kernels run interpreted

@@ -296,7 +296,7 @@ def write_tiny_eagle3_drafter(dest: Path, aux_layer_ids: tuple[int, ...] = AUX_L
 
 
 #: The public EAGLE-3 head shapes for Kimi-K2.5, by what their config says
-#: (README, "EAGLE-3 heads"): architecture, ``model_type``, where the layer
+#: (docs/install.md, "EAGLE-3 heads"): architecture, ``model_type``, where the layer
 #: ids sit (``"top"``: ``eagle_aux_hidden_state_layer_ids`` at the top level;
 #: ``"nested"``: under ``eagle_config``; ``"absent"``: nowhere; ``"empty"``:
 #: an explicit ``[]`` at the top level) and whether it is EAGLE 3.1

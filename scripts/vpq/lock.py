@@ -169,7 +169,7 @@ def load(root: Path) -> Lock:
     except FileNotFoundError:
         raise LockError(
             f"{path}: not found. The repository root must hold upstream.lock "
-            "(see README, 'upstream.lock')."
+            "(see docs/repository.md, 'upstream.lock')."
         ) from None
     return parse(text, path)
 
@@ -195,7 +195,7 @@ def to_table(lock: Lock) -> dict[str, object]:
 
 def dumps(lock: Lock) -> str:
     """Serialise a lock to TOML text (stable key order)."""
-    header = "# The upstream pin. Written by `nox -s rebase_upstream`; see README.\n"
+    header = "# The upstream pin. Written by `nox -s rebase_upstream`; see docs/repository.md.\n"
     return header + tomli_w.dumps(to_table(lock))
 
 

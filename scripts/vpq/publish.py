@@ -213,8 +213,8 @@ def requirements_txt(wheels: list[Wheel]) -> bytes:
     lines = [
         "# Our wheels, pinned by hash, for",
         "#   pip install --require-hashes --no-deps -r requirements.txt",
-        "# over an environment that already holds upstream's dependencies (see README,",
-        "# 'Deploying to a fleet'). Written by `nox -s publish`; do not edit.",
+        "# over an environment that already holds upstream's dependencies (see",
+        "# docs/fleet.md, 'Deploying to a fleet'). Written by `nox -s publish`; do not edit.",
     ]
     projects = sorted({w.project for w in wheels})
     for project in projects:

@@ -108,7 +108,7 @@ def write_index(root: Path, resolutions: dict[str, Resolution]) -> None:
         r.id: {k: v for k, v in (("patch", r.patch), ("file", r.file), ("recorded", r.recorded))}
         for r in sorted(resolutions.values(), key=lambda r: r.id)
     }
-    head = "# Recorded conflict resolutions (git rerere); see README, rebase_upstream.\n\n"
+    head = "# Recorded conflict resolutions (git rerere); see docs/rebase.md.\n\n"
     write_atomic(root / RERERE_DIR / INDEX_FILE, (head + tomli_w.dumps(data)).encode())
 
 

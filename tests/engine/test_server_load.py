@@ -330,7 +330,7 @@ def test_a_prompt_that_leaves_less_room_than_the_lookahead_is_served(loaded) -> 
     assert answers[0].choices[0]["token_ids"] == expected_tokens(prompt, 3)
 
 
-@pytest.mark.xfail(strict=True, reason="upstream: README, Known issues (max_tokens null)")
+@pytest.mark.xfail(strict=True, reason="upstream: docs/known-issues.md (max_tokens null)")
 def test_max_tokens_null_on_completions_is_answered(loaded) -> None:
     """``"max_tokens": null`` (valid in the OpenAI API) on /v1/completions:
     0.17.1 generates to ``max_model_len``, then fails an ``assert`` building

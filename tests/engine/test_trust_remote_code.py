@@ -9,7 +9,7 @@ through the checkpoint's code although the operator said no; the series
 (``kimi_k25-nemotron_vl-respect-trust_remote_code.patch``, upstream 0.18.0)
 refuses at start with vLLM's one message. Every other case of this tier
 passes ``trust_remote_code=True``, as an operator of the real Kimi-K2.5
-must (README, "Security advisories").
+must (docs/known-issues.md, "Security advisories").
 """
 
 from __future__ import annotations

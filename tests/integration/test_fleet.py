@@ -168,7 +168,7 @@ def test_pip_resolves_our_wheel_from_the_index_and_the_rest_within_constraints(
 def test_uv_locks_the_image_python_with_hashes_from_the_index_and_constraints(
     published: Path, tmp_path: Path
 ) -> None:
-    """The hashed lock an operator makes on a networked machine (README):
+    """The hashed lock an operator makes on a networked machine (docs/fleet.md):
     ``uv pip compile --generate-hashes`` for the image's Python 3.12."""
     uv = uv_bin()
     assert uv, "uv is not installed (nox -s tests installs it)"

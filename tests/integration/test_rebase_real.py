@@ -29,7 +29,7 @@ OUR_NAMES = ["deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25"]
 PARSER_DIRS = ("tool_parsers", "reasoning", "entrypoints/openai/chat_completion")
 
 
-#: The target-side series these cases were measured on (README, "Moving to
+#: The target-side series these cases were measured on (docs/rebase.md, "Moving to
 #: a new upstream"): the first five patches. The drafter-side patches that
 #: follow them in ``series`` (MLA drafter, EAGLE 3.1, layer-id lookup) are
 #: not yet measured across releases here, so the fixture keeps these five

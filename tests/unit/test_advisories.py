@@ -1,7 +1,7 @@
 """advisories.toml, the security advisory ledger: each entry is checked key
 by key (one message naming file, id and key), and lint holds it to the
 series both ways (a carried entry's patch has its ``Advisory:`` trailer,
-every trailer has its carried entry); README's table is generated from it.
+every trailer has its carried entry); docs/known-issues.md's table is generated from it.
 Each rule has a test that breaks exactly that rule."""
 
 from __future__ import annotations
@@ -174,22 +174,25 @@ def test_the_staircase_shows_an_advisory_fixed_from_its_release() -> None:
 def test_readme_block_is_replaced_between_its_markers(tmp_path: Path) -> None:
     a = advisories.Advisory(GID, "high", "s", "< 0.18.0", ("https://x",), "open", "0.18.0",
                             mitigation="a proxy")  # fmt: skip
-    (tmp_path / "README.md").write_text(f"intro\n{advisories.BEGIN}\nold\n{advisories.END}\nend\n")
+    page = tmp_path / advisories.TABLE_PAGE
+    page.parent.mkdir(parents=True)
+    page.write_text(f"intro\n{advisories.BEGIN}\nold\n{advisories.END}\nend\n")
     assert advisories.write_readme(tmp_path, [a])
-    text = (tmp_path / "README.md").read_text()
+    text = page.read_text()
     assert text.startswith("intro\n") and text.endswith("\nend\n") and "old" not in text
     assert f"[{GID}](https://github.com/advisories/{GID}) | high | s | 0.18.0 | " in text
     assert not advisories.write_readme(tmp_path, [a])
-    (tmp_path / "README.md").write_text("no markers\n")
+    page.write_text("no markers\n")
     with pytest.raises(advisories.AdvisoryError, match="wants one line"):
         advisories.write_readme(tmp_path, [a])
 
 
 def test_readme_table_is_the_one_generated_from_the_ledger() -> None:
-    """README's advisory table equals ``python -m vpq advisories --markdown``'s."""
-    readme = (REPO_ROOT / "README.md").read_text()
+    """The docs' advisory table equals ``python -m vpq advisories --markdown``'s."""
+    readme = (REPO_ROOT / advisories.TABLE_PAGE).read_text()
     block = advisories.readme_block(advisories.load(REPO_ROOT))
-    assert block in readme, "README's table is stale: run python -m vpq advisories --markdown"
+    stale = f"{advisories.TABLE_PAGE}'s table is stale: run python -m vpq advisories --markdown"
+    assert block in readme, stale
 
 
 def test_the_repository_ledger_passes_its_lint() -> None:

@@ -116,12 +116,12 @@ def test_export_names_the_patch_it_rewrote(one_patch: Upstream) -> None:
     ]
 
 
-def test_readme_shows_exports_report_in_the_form_it_prints() -> None:
+def test_the_docs_show_exports_report_in_the_form_it_prints() -> None:
     import re
 
     from tests.conftest import REPO_ROOT
 
-    section = (REPO_ROOT / "README.md").read_text().split("### Adding or changing a patch")[1]
+    section = (REPO_ROOT / "docs" / "adding-a-patch.md").read_text()
     sample = section.split("When it writes, it says what\nit did")[1].split("```")[1]
     new, summary = sample.strip().splitlines()
     assert re.fullmatch(r"new      patches/\S+\.patch", new)

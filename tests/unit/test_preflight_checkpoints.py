@@ -4,7 +4,8 @@ Each case is real files on disk: a head cut short as by an interrupted
 download, a sharded checkpoint with a shard missing, the two directories
 given the wrong way round, a Hugging Face Hub id resolved from a cache laid
 out as ``huggingface_hub`` lays it out (symlinked blobs, ``refs/main``), and
-README's in-repository command run as written. No vLLM: the file rules only.
+the manual's in-repository command (docs/preflight.md) run as written. No
+vLLM: the file rules only.
 """
 
 from __future__ import annotations
@@ -203,21 +204,20 @@ def test_a_hub_id_missing_from_the_cache_says_where_snapshots_live(
 # --- the in-repository command and the tiny checkpoints ----------------------------
 
 
-def readme_preflight_section() -> str:
-    text = (REPO_ROOT / "README.md").read_text()
-    start = text.index("### Preflight")
-    return text[start : text.index("\n## ", start)]
+def preflight_page() -> str:
+    """The preflight's page of the manual (docs/preflight.md)."""
+    return (REPO_ROOT / "docs" / "preflight.md").read_text()
 
 
-def test_readmes_in_repo_command_runs_as_written_without_the_tools_dependencies(
+def test_the_docs_in_repo_command_runs_as_written_without_the_tools_dependencies(
     target: Path, tmp_path: Path
 ) -> None:
-    """README's ``PYTHONPATH=scripts python3 -m vpq preflight`` line, run by
+    """docs/preflight.md's ``PYTHONPATH=scripts python3 -m vpq preflight`` line, run by
     bash from the repository root with ``-S`` (no site-packages: no
     tomli_w, no vLLM), as a serving venv's Python would run it."""
     (line,) = [
         ln.split("#")[0].strip()
-        for ln in readme_preflight_section().splitlines()
+        for ln in preflight_page().splitlines()
         if ln.startswith("PYTHONPATH=scripts python3 -m vpq preflight")
     ]
     head = heads.write_head(tmp_path / "head", heads.llama_top_level())

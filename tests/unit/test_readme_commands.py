@@ -1,5 +1,6 @@
 """README's two commands work as written, on a Python marked externally
-managed (PEP 668), and they are the commands CI runs.
+managed (PEP 668), they are the commands CI runs, and every page of the
+manual bootstraps nox the same way.
 
 They run under each Python a user of this machine's kind has as
 ``python3``: the distribution's own ``/usr/bin/python3`` (Debian 12's
@@ -69,6 +70,21 @@ def test_ci_runs_readmes_test_command_as_written() -> None:
     ci = (REPO_ROOT / ".ci" / "run").read_text().splitlines()
     assert tests_line in ci
     assert not any(ln.startswith("python3 -m pip install") for ln in ci)
+
+
+def test_every_page_bootstraps_nox_as_the_two_commands_do() -> None:
+    """Wherever README or a docs page makes the venv for nox (the quick start,
+    the GPU host), it is the two commands' bootstrap, as written."""
+    boot = split_nox(readme_commands((REPO_ROOT / "README.md").read_text())[0])[0]
+    pages = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+    found = 0
+    for page in pages:
+        for block in re.findall(r"```bash\n(.*?)```", page.read_text(), re.DOTALL):
+            for line in block.splitlines():
+                if line.startswith("python3 -m venv"):
+                    found += 1
+                    assert line.split("  #", 1)[0].strip().startswith(boot), (page.name, line)
+    assert found >= 4  # the two commands, the maintainers' quick start, gpu-tests.md
 
 
 def test_dot_venv_is_git_ignored() -> None:

@@ -191,10 +191,10 @@ def test_one_release_gets_no_second_copy_of_its_table(
     assert "staircase.json" in out
 
 
-def test_readme_shows_the_report_as_rendered() -> None:
+def test_the_rebase_page_shows_the_report_as_rendered() -> None:
     from tests.conftest import REPO_ROOT
 
-    assert _report().render() in (REPO_ROOT / "README.md").read_text()
+    assert _report().render() in (REPO_ROOT / "docs" / "rebase.md").read_text()
 
 
 def test_a_probe_that_skips_at_a_release_is_flagged_as_not_probing(one_patch: Upstream) -> None:

@@ -1,6 +1,6 @@
 """The supported Pythons are stated once (``vpq.supported.MINIMUM``), agree
-with pyproject.toml and README, and README's first command refuses an older
-Python in one sentence before it does any work."""
+with pyproject.toml, README and docs/build.md, and README's first command
+refuses an older Python in one sentence before it does any work."""
 
 from __future__ import annotations
 
@@ -31,6 +31,8 @@ def test_the_minimum_is_pyproject_s_requires_python_and_readme_s() -> None:
     assert project["requires-python"] == f">={least}"
     section = (REPO_ROOT / "README.md").read_text().split("## The two commands", 1)[1]
     assert f"Python {least} or newer" in section.split("```bash", 1)[0]
+    build = (REPO_ROOT / "docs" / "build.md").read_text()
+    assert f"Supported: CPython {least} or newer" in build
 
 
 @pytest.mark.parametrize("version", [(3, 10, 13), (3, 8, 0), (2, 7, 18)])

@@ -223,8 +223,8 @@ def for_wheel(
 
 def first_time_plan(common_txt: bytes, wheel_sha256: str) -> str:
     """One line, said before a contract check whose verdict is not cached:
-    which of its slow steps are still to do (README, "The two commands",
-    has their measured times)."""
+    which of its slow steps are still to do (docs/build.md, "What the two
+    commands do", has their measured times)."""
     envs = venv.envs_dir()
     steps = ["import it on CPU"]
     if not (envs / f"wheel-{wheel_sha256[:12]}" / ".complete").is_file():
