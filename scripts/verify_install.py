@@ -37,18 +37,23 @@ How the preflight reads, top to bottom:
 
 1. **The pair** (``Pair``, built once by ``load_pair``, frozen): both
    configs, the drafter's tensor headers, N, the hidden size and the
-   declared layer ids, exactly as the files say.
+   declared layer ids, exactly as the files say; a head in the
+   ``speculators`` format is read in vLLM's layout (``drafter_view``: its
+   ``transformer_layer_config`` with its EAGLE-3 fields over it), the file
+   as written kept beside it (``Pair.drafter_raw``).
 2. **The file rules**, one function per family, each taking the pair and
    returning findings (``target_rules``, ``drafter_rules``,
    ``layer_ids_source_rules``, ``layer_ids_value_rules``,
    ``target_hidden_size_rule``, ``fc_rules``, ``draft_vocab_rules``,
-   ``embeddings_rule``); ``check_pair`` runs them in report order.
+   ``embeddings_rule``; ``speculators_rules`` within ``drafter_rules``);
+   ``check_pair`` runs them in report order.
 3. **The questions to the installed vLLM**, one function each
    (``ask_installed``, ``ask_registry``, ``ask_target_class``,
    ``ask_mtp_override``, ``ask_speculative_config``, ``ask_drafter_class``,
    ``ask_registered``, ``ask_module_source``, ``ask_runner_ids``,
-   ``ask_ids_refusal``), each returning a typed answer, or ``Unanswered``
-   when the API it needs is missing (a private function renamed): a
+   ``ask_ids_refusal``, ``ask_drafter_flags``), each returning a typed
+   answer, or ``Unanswered`` when the API it needs is missing (a private
+   function renamed): a
    ``note``, never a false error. ``ask_vllm`` asks them all.
 4. **The answers as findings** (``wheel_findings``), and ``preflight``,
    which combines the two: the wheel's ``hf_config_override`` answer sets
