@@ -847,6 +847,69 @@ def _speculators_finding(pair: Pair, severity: str, rule: str, message: str, key
     return Finding(severity, rule, "drafter", message, pair.drafter_file, key)
 
 
+def _speculators_format_errors(pair: Pair) -> list[Finding]:
+    """``speculators-format`` errors: what this series' vLLM cannot serve
+    from a ``speculators`` head (``speculators_rules``)."""
+    raw = pair.drafter_raw
+    s_type = raw.get(SPECULATORS_TYPE_KEY)
+    layer = raw.get("transformer_layer_config")
+    out: list[Finding] = []
+
+    def error(message: str, key: str) -> None:
+        """One ``speculators-format`` error on ``key`` of the head's config."""
+        out.append(_speculators_finding(pair, ERROR, "speculators-format", message, key))
+
+    if s_type != "eagle3":
+        error(
+            f"{SPECULATORS_TYPE_KEY} {s_type!r}: this series' vLLM (0.17.1) converts only "
+            "eagle3 speculators heads (vllm/transformers_utils/configs/speculators/algos.py)",
+            SPECULATORS_TYPE_KEY,
+        )
+    if not isinstance(layer, dict):
+        error(
+            "a speculators head without a transformer_layer_config object: the drafter's "
+            "layer sizes (hidden_size, vocab_size, heads) are not given",
+            "transformer_layer_config",
+        )
+        return out
+    l_type = layer.get("model_type", "llama")
+    if str(l_type) not in SPECULATORS_LAYER_TYPES:
+        error(
+            f"transformer_layer_config.model_type {l_type!r}: this series' vLLM builds an "
+            f"EAGLE-3 drafter from a speculators head only for {sorted(SPECULATORS_LAYER_TYPES)} "
+            "layers; 0.17.1 itself builds any layer as Eagle3LlamaForCausalLM (a qwen3 layer "
+            "loses its q/k norms), upstream serves qwen3 layers from 0.24.0 "
+            "(Eagle3Qwen3ForCausalLM)",
+            "transformer_layer_config.model_type",
+        )
+    if raw.get("norm_before_fc") and raw.get("fc_norm"):
+        error(
+            "norm_before_fc and fc_norm are both set: the speculators library refuses the pair "
+            "(one norm over the concatenated states, or one per state), and vLLM would apply "
+            "both",
+            "fc_norm",
+        )
+    return out
+
+
+def _speculators_verifier_warning(pair: Pair) -> list[Finding]:
+    """``speculators-verifier``: the head was trained for a verifier of
+    another architecture than the target's."""
+    spec = pair.drafter_raw.get("speculators_config")
+    verifier = spec.get("verifier") if isinstance(spec, dict) else None
+    verifier = verifier if isinstance(verifier, dict) else {}
+    v_archs = verifier.get("architectures")
+    t_arch = first_arch(pair.target_cfg)
+    if not isinstance(v_archs, list) or not v_archs or t_arch in v_archs:
+        return []
+    message = (
+        f"trained for verifier {verifier.get('name_or_path')} {v_archs}, but the target is "
+        f"{t_arch}: its aux states and vocabulary may not be the ones it learned from"
+    )
+    key = "speculators_config.verifier"
+    return [_speculators_finding(pair, WARNING, "speculators-verifier", message, key)]
+
+
 def speculators_rules(pair: Pair) -> list[Finding]:
     """``speculators``: how a head in the ``speculators`` format is read (info),
     and ``speculators-format`` errors for what this series' vLLM cannot
@@ -858,73 +921,19 @@ def speculators_rules(pair: Pair) -> list[Finding]:
     is another architecture than the target's. Nothing for a plain head."""
     if not pair.speculators:
         return []
+    out = _speculators_format_errors(pair) + _speculators_verifier_warning(pair)
+    if out:
+        return out
     raw = pair.drafter_raw
-    s_type = raw.get(SPECULATORS_TYPE_KEY)
-    layer = raw.get("transformer_layer_config")
-    l_type = layer.get("model_type", "llama") if isinstance(layer, dict) else None
-    out: list[Finding] = []
-    if s_type != "eagle3":
-        message = (
-            f"{SPECULATORS_TYPE_KEY} {s_type!r}: this series' vLLM (0.17.1) converts only "
-            "eagle3 speculators heads (vllm/transformers_utils/configs/speculators/algos.py)"
-        )
-        out.append(
-            _speculators_finding(pair, ERROR, "speculators-format", message, SPECULATORS_TYPE_KEY)
-        )
-    if not isinstance(layer, dict):
-        message = (
-            "a speculators head without a transformer_layer_config object: the drafter's "
-            "layer sizes (hidden_size, vocab_size, heads) are not given"
-        )
-        return [
-            *out,
-            _speculators_finding(
-                pair, ERROR, "speculators-format", message, "transformer_layer_config"
-            ),
-        ]
-    if str(l_type) not in SPECULATORS_LAYER_TYPES:
-        message = (
-            f"transformer_layer_config.model_type {l_type!r}: this series' vLLM builds an EAGLE-3 "
-            f"drafter from a speculators head only for {sorted(SPECULATORS_LAYER_TYPES)} layers; "
-            "0.17.1 itself builds any layer as Eagle3LlamaForCausalLM (a qwen3 layer loses its "
-            "q/k norms), upstream serves qwen3 layers from 0.24.0 (Eagle3Qwen3ForCausalLM)"
-        )
-        out.append(
-            _speculators_finding(
-                pair, ERROR, "speculators-format", message, "transformer_layer_config.model_type"
-            )
-        )
-    if raw.get("norm_before_fc") and raw.get("fc_norm"):
-        message = (
-            "norm_before_fc and fc_norm are both set: the speculators library refuses the pair "
-            "(one norm over the concatenated states, or one per state), and vLLM would apply both"
-        )
-        out.append(_speculators_finding(pair, ERROR, "speculators-format", message, "fc_norm"))
-    spec = raw.get("speculators_config")
-    verifier = spec.get("verifier") if isinstance(spec, dict) else None
-    verifier = verifier if isinstance(verifier, dict) else {}
-    v_archs = verifier.get("architectures")
-    t_arch = first_arch(pair.target_cfg)
-    if isinstance(v_archs, list) and v_archs and t_arch not in v_archs:
-        message = (
-            f"trained for verifier {verifier.get('name_or_path')} {v_archs}, but the target is "
-            f"{t_arch}: its aux states and vocabulary may not be the ones it learned from"
-        )
-        out.append(
-            _speculators_finding(
-                pair, WARNING, "speculators-verifier", message, "speculators_config.verifier"
-            )
-        )
-    if not out:
-        fields = ", ".join(f"{f} {raw[f]}" for f in SPECULATORS_MATH_FLAGS if f in raw)
-        message = (
-            f"speculators format ({SPECULATORS_TYPE_KEY} {s_type}, speculators "
-            f"{raw.get('speculators_version', '?')}): read as transformer_layer_config "
-            f"(model_type {l_type}) -> {first_arch(pair.drafter_cfg)}, "
-            f"with {fields or 'no norm flags'}"
-        )
-        out.append(_speculators_finding(pair, INFO, "speculators", message, SPECULATORS_TYPE_KEY))
-    return out
+    l_type = raw["transformer_layer_config"].get("model_type", "llama")
+    fields = ", ".join(f"{f} {raw[f]}" for f in SPECULATORS_MATH_FLAGS if f in raw)
+    message = (
+        f"speculators format ({SPECULATORS_TYPE_KEY} {raw.get(SPECULATORS_TYPE_KEY)}, "
+        f"speculators {raw.get('speculators_version', '?')}): read as "
+        f"transformer_layer_config (model_type {l_type}) -> {first_arch(pair.drafter_cfg)}, "
+        f"with {fields or 'no norm flags'}"
+    )
+    return [_speculators_finding(pair, INFO, "speculators", message, SPECULATORS_TYPE_KEY)]
 
 
 def drafter_rules(pair: Pair, override: MtpOverride | Unanswered | None = None) -> list[Finding]:

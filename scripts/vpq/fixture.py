@@ -416,31 +416,9 @@ SPECULATORS_VERIFIER = {
 }
 
 
-def speculators_eagle3_config(
-    aux_layer_ids: tuple[int, ...] | None = AUX_LAYER_IDS,
-    *,
-    norm_before_fc: bool = True,
-    fc_norm: bool = False,
-    norm_output: bool = True,
-    norm_before_residual: bool = True,
-    layer_type: str = "llama",
-    draft_vocab_size: int = VOCAB,
-) -> dict[str, object]:
-    """The ``config.json`` of a one-layer EAGLE-3 head in the ``speculators``
-    format, key for key as speculators 0.9.0's ``Eagle3DraftModel.
-    save_pretrained`` writes it (with transformers 5): the algorithm's
-    fields at the top level (``speculators_model_type``, ``draft_vocab_size``,
-    ``norm_before_residual``, ``norm_before_fc``, ``fc_norm``,
-    ``norm_output``, ``target_hidden_size``, ``eagle_aux_hidden_state_layer_ids``,
-    ``null`` when not given), ``speculators_config`` (one greedy proposal
-    method of 3 tokens, the verifier), and the decoder layer's own config
-    under ``transformer_layer_config`` (``model_type`` ``layer_type``; hidden
-    256, vocabulary 1024, 4 heads of 64, as ``eagle3_head_config``).
-
-    The defaults are the library's default eagle3 training recipe, which
-    turns on ``norm_before_fc`` and ``norm_output`` (its ``TrainConfig``);
-    ``fc_norm`` and ``norm_before_fc`` are exclusive there.
-    """
+def _speculators_layer_config(layer_type: str) -> dict[str, object]:
+    """``transformer_layer_config`` as speculators 0.9.0 writes it (transformers
+    5's ``to_diff_dict`` of a one-layer ``LlamaConfig`` or ``Qwen3Config``)."""
     layer: dict[str, object] = {
         "attention_bias": False,
         "attention_dropout": 0.0,
@@ -474,6 +452,52 @@ def speculators_eagle3_config(
             "sliding_window": None,
             "use_sliding_window": False,
         }
+    return layer
+
+
+#: ``speculators_config`` of the heads below: one greedy proposal method of
+#: 3 tokens, and the verifier.
+SPECULATORS_CONFIG: dict[str, object] = {
+    "algorithm": "eagle3",
+    "default_proposal_method": "greedy",
+    "proposal_methods": [
+        {
+            "accept_tolerance": 0.0,
+            "proposal_type": "greedy",
+            "speculative_tokens": 3,
+            "verifier_accept_k": 1,
+        }
+    ],
+    "verifier": SPECULATORS_VERIFIER,
+}
+
+
+def speculators_eagle3_config(
+    aux_layer_ids: tuple[int, ...] | None = AUX_LAYER_IDS,
+    *,
+    norm_before_fc: bool = True,
+    fc_norm: bool = False,
+    norm_output: bool = True,
+    norm_before_residual: bool = True,
+    layer_type: str = "llama",
+    draft_vocab_size: int = VOCAB,
+) -> dict[str, object]:
+    """The ``config.json`` of a one-layer EAGLE-3 head in the ``speculators``
+    format, key for key as speculators 0.9.0's ``Eagle3DraftModel.
+    save_pretrained`` writes it (with transformers 5): the algorithm's
+    fields at the top level (``speculators_model_type``, ``draft_vocab_size``,
+    ``norm_before_residual``, ``norm_before_fc``, ``fc_norm``,
+    ``norm_output``, ``target_hidden_size``, ``eagle_aux_hidden_state_layer_ids``,
+    ``null`` when not given), ``speculators_config``
+    (``SPECULATORS_CONFIG``), and the decoder layer's own config under
+    ``transformer_layer_config`` (``_speculators_layer_config``: model_type
+    ``layer_type``; hidden 256, vocabulary 1024, 4 heads of 64, as
+    ``eagle3_head_config``).
+
+    The defaults are the library's default eagle3 training recipe, which
+    turns on ``norm_before_fc`` and ``norm_output`` (its ``TrainConfig``);
+    ``fc_norm`` and ``norm_before_fc`` are exclusive there.
+    """
     return {
         "architectures": ["Eagle3DraftModel"],
         "auto_map": {"": "config.Eagle3SpeculatorConfig"},
@@ -487,24 +511,12 @@ def speculators_eagle3_config(
         "norm_before_fc": norm_before_fc,
         "norm_before_residual": norm_before_residual,
         "norm_output": norm_output,
-        "speculators_config": {
-            "algorithm": "eagle3",
-            "default_proposal_method": "greedy",
-            "proposal_methods": [
-                {
-                    "accept_tolerance": 0.0,
-                    "proposal_type": "greedy",
-                    "speculative_tokens": 3,
-                    "verifier_accept_k": 1,
-                }
-            ],
-            "verifier": dict(SPECULATORS_VERIFIER),
-        },
+        "speculators_config": json.loads(json.dumps(SPECULATORS_CONFIG)),
         "speculators_model_type": "eagle3",
         "speculators_version": SPECULATORS_VERSION,
         "target_hidden_size": None,
         "tie_word_embeddings": False,
-        "transformer_layer_config": layer,
+        "transformer_layer_config": _speculators_layer_config(layer_type),
         "transformers_version": "5.24.0",
     }
 
