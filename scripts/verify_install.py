@@ -37,18 +37,23 @@ How the preflight reads, top to bottom:
 
 1. **The pair** (``Pair``, built once by ``load_pair``, frozen): both
    configs, the drafter's tensor headers, N, the hidden size and the
-   declared layer ids, exactly as the files say.
+   declared layer ids, exactly as the files say; a head in the
+   ``speculators`` format is read in vLLM's layout (``drafter_view``: its
+   ``transformer_layer_config`` with its EAGLE-3 fields over it), the file
+   as written kept beside it (``Pair.drafter_raw``).
 2. **The file rules**, one function per family, each taking the pair and
    returning findings (``target_rules``, ``drafter_rules``,
    ``layer_ids_source_rules``, ``layer_ids_value_rules``,
    ``target_hidden_size_rule``, ``fc_rules``, ``draft_vocab_rules``,
-   ``embeddings_rule``); ``check_pair`` runs them in report order.
+   ``embeddings_rule``; ``speculators_rules`` within ``drafter_rules``);
+   ``check_pair`` runs them in report order.
 3. **The questions to the installed vLLM**, one function each
    (``ask_installed``, ``ask_registry``, ``ask_target_class``,
    ``ask_mtp_override``, ``ask_speculative_config``, ``ask_drafter_class``,
    ``ask_registered``, ``ask_module_source``, ``ask_runner_ids``,
-   ``ask_ids_refusal``), each returning a typed answer, or ``Unanswered``
-   when the API it needs is missing (a private function renamed): a
+   ``ask_ids_refusal``, ``ask_drafter_flags``), each returning a typed
+   answer, or ``Unanswered`` when the API it needs is missing (a private
+   function renamed): a
    ``note``, never a false error. ``ask_vllm`` asks them all.
 4. **The answers as findings** (``wheel_findings``), and ``preflight``,
    which combines the two: the wheel's ``hf_config_override`` answer sets
@@ -253,6 +258,36 @@ FC_NORM = re.compile(r"fc_norm\.(\d+)\.weight")
 #: vLLM 0.17.1's ``Eagle3LlamaForCausalLM`` builds ``fc`` for exactly three
 #: aux states (``target_hidden_size * 3``, vllm/model_executor/models/llama_eagle3.py).
 UPSTREAM_FC_STATES = 3
+#: The ``speculators`` checkpoint format (vllm-project/speculators): a
+#: ``config.json`` with ``speculators_model_type`` and ``speculators_config``
+#: (proposal methods, verifier), the decoder layer's own config under
+#: ``transformer_layer_config`` (``model_type``, ``hidden_size``,
+#: ``vocab_size``, ...) and the algorithm's fields at the top level. vLLM
+#: reads it through ``vllm/transformers_utils/configs/speculators/``: the
+#: layer config, then the algorithm's fields copied over it (``update_eagle3``).
+SPECULATORS_TYPE_KEY = "speculators_model_type"
+#: The ``eagle3`` fields of the format (speculators 0.9.0's
+#: ``Eagle3SpeculatorConfig``) that change what the drafter computes, as the
+#: series' converter copies them onto the layer config. 0.17.1's copies only
+#: the first three and the ids; ``norm_before_fc`` (vllm PR #38111, 0.19.0)
+#: and ``fc_norm`` / ``norm_output`` (vllm PR #46488, 0.25.0) it drops.
+SPECULATORS_EAGLE3_FIELDS = (
+    "draft_vocab_size",
+    "target_hidden_size",
+    "norm_before_residual",
+    "norm_before_fc",
+    "fc_norm",
+    "norm_output",
+    LAYER_IDS_KEY,
+)
+#: The boolean ones among them: a wheel that does not carry one into the
+#: drafter's config builds the drafter without it (``speculators-wheel``).
+SPECULATORS_MATH_FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
+#: The decoder layer types the wheel builds an EAGLE-3 drafter for from the
+#: format: 0.17.1 names every layer ``Eagle3LlamaForCausalLM``; upstream maps
+#: ``qwen3`` to ``Eagle3Qwen3ForCausalLM`` from 0.24.0 (q/k norms), which
+#: 0.17.1 does not have.
+SPECULATORS_LAYER_TYPES = {"llama": "Eagle3LlamaForCausalLM"}
 
 
 @dataclass
@@ -476,6 +511,36 @@ def declared_layer_ids(cfg: dict[str, Any]) -> tuple[Any, str]:
     return None, ""
 
 
+def is_speculators(cfg: Mapping[str, Any]) -> bool:
+    """A head in the ``speculators`` format: ``speculators_model_type`` or a
+    ``speculators_config`` object (the key vLLM's config loader switches on)."""
+    return SPECULATORS_TYPE_KEY in cfg or isinstance(cfg.get("speculators_config"), dict)
+
+
+def drafter_view(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The drafter's config as the rules read it, in vLLM's own layout.
+
+    A plain head's config is returned as it is. A ``speculators`` head's is
+    its ``transformer_layer_config`` with the ``eagle3`` fields
+    (``SPECULATORS_EAGLE3_FIELDS``) the file sets copied over it, and the
+    architecture vLLM gives it (``SPECULATORS_LAYER_TYPES``; an unknown
+    layer type keeps the format's own ``architectures``): what the head was
+    trained as, whatever a wheel's converter keeps (``speculators-wheel``
+    compares the two). A ``null`` field is left out, as vLLM's converter
+    leaves out a ``null`` ``target_hidden_size``.
+    """
+    if not is_speculators(cfg):
+        return cfg
+    layer = cfg.get("transformer_layer_config")
+    view: dict[str, Any] = dict(layer) if isinstance(layer, dict) else {}
+    for key in SPECULATORS_EAGLE3_FIELDS:
+        if cfg.get(key) is not None:
+            view[key] = cfg[key]
+    arch = SPECULATORS_LAYER_TYPES.get(str(view.get("model_type", "llama")))
+    view["architectures"] = [arch] if arch else cfg.get("architectures")
+    return view
+
+
 def default_layer_ids(num_layers: int) -> list[int]:
     """The target's default aux layers, ``(2, N // 2, N - 3)``
     (``get_eagle3_aux_hidden_state_layers`` in vLLM's Llama and DeepSeek models)."""
@@ -510,6 +575,13 @@ class Pair:
     target_hidden: int | None
     declared_ids: Any
     ids_key: str
+    drafter_raw: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def speculators(self) -> bool:
+        """The head is in the ``speculators`` format (``drafter_cfg`` is then
+        ``drafter_view`` of ``drafter_raw``)."""
+        return is_speculators(self.drafter_raw)
 
     @property
     def target_file(self) -> str:
@@ -543,7 +615,8 @@ def load_pair(target_dir: Path, drafter_dir: Path) -> Pair:
         if not d.is_dir():
             raise InputError(f"{d}: {role} directory does not exist")
     tcfg = read_json(target_dir / "config.json")
-    dcfg = read_json(drafter_dir / "config.json")
+    raw = read_json(drafter_dir / "config.json")
+    dcfg = drafter_view(raw)
     tensors = {normalise(n): t for n, t in read_checkpoint_tensors(drafter_dir).items()}
     target_tensors = read_checkpoint_tensors(target_dir)
     tc = text_config(tcfg)
@@ -560,6 +633,7 @@ def load_pair(target_dir: Path, drafter_dir: Path) -> Pair:
         _int(tc, "hidden_size"),
         ids,
         ids_key,
+        raw,
     )
 
 
@@ -769,10 +843,104 @@ def mla_rule(pair: Pair, d_arch: str) -> list[Finding]:
     return [Finding(severity, "mla", "drafter", message, pair.drafter_file, "kv_lora_rank")]
 
 
+def _speculators_finding(pair: Pair, severity: str, rule: str, message: str, key: str) -> Finding:
+    return Finding(severity, rule, "drafter", message, pair.drafter_file, key)
+
+
+def _speculators_format_errors(pair: Pair) -> list[Finding]:
+    """``speculators-format`` errors: what this series' vLLM cannot serve
+    from a ``speculators`` head (``speculators_rules``)."""
+    raw = pair.drafter_raw
+    s_type = raw.get(SPECULATORS_TYPE_KEY)
+    layer = raw.get("transformer_layer_config")
+    out: list[Finding] = []
+
+    def error(message: str, key: str) -> None:
+        """One ``speculators-format`` error on ``key`` of the head's config."""
+        out.append(_speculators_finding(pair, ERROR, "speculators-format", message, key))
+
+    if s_type != "eagle3":
+        error(
+            f"{SPECULATORS_TYPE_KEY} {s_type!r}: this series' vLLM (0.17.1) converts only "
+            "eagle3 speculators heads (vllm/transformers_utils/configs/speculators/algos.py)",
+            SPECULATORS_TYPE_KEY,
+        )
+    if not isinstance(layer, dict):
+        error(
+            "a speculators head without a transformer_layer_config object: the drafter's "
+            "layer sizes (hidden_size, vocab_size, heads) are not given",
+            "transformer_layer_config",
+        )
+        return out
+    l_type = layer.get("model_type", "llama")
+    if str(l_type) not in SPECULATORS_LAYER_TYPES:
+        error(
+            f"transformer_layer_config.model_type {l_type!r}: this series' vLLM builds an "
+            f"EAGLE-3 drafter from a speculators head only for {sorted(SPECULATORS_LAYER_TYPES)} "
+            "layers; 0.17.1 itself builds any layer as Eagle3LlamaForCausalLM (a qwen3 layer "
+            "loses its q/k norms), upstream serves qwen3 layers from 0.24.0 "
+            "(Eagle3Qwen3ForCausalLM)",
+            "transformer_layer_config.model_type",
+        )
+    if raw.get("norm_before_fc") and raw.get("fc_norm"):
+        error(
+            "norm_before_fc and fc_norm are both set: the speculators library refuses the pair "
+            "(one norm over the concatenated states, or one per state), and vLLM would apply "
+            "both",
+            "fc_norm",
+        )
+    return out
+
+
+def _speculators_verifier_warning(pair: Pair) -> list[Finding]:
+    """``speculators-verifier``: the head was trained for a verifier of
+    another architecture than the target's."""
+    spec = pair.drafter_raw.get("speculators_config")
+    verifier = spec.get("verifier") if isinstance(spec, dict) else None
+    verifier = verifier if isinstance(verifier, dict) else {}
+    v_archs = verifier.get("architectures")
+    t_arch = first_arch(pair.target_cfg)
+    if not isinstance(v_archs, list) or not v_archs or t_arch in v_archs:
+        return []
+    message = (
+        f"trained for verifier {verifier.get('name_or_path')} {v_archs}, but the target is "
+        f"{t_arch}: its aux states and vocabulary may not be the ones it learned from"
+    )
+    key = "speculators_config.verifier"
+    return [_speculators_finding(pair, WARNING, "speculators-verifier", message, key)]
+
+
+def speculators_rules(pair: Pair) -> list[Finding]:
+    """``speculators``: how a head in the ``speculators`` format is read (info),
+    and ``speculators-format`` errors for what this series' vLLM cannot
+    serve from it: a ``speculators_model_type`` other than ``eagle3`` (0.17.1
+    converts only that one), no ``transformer_layer_config`` object, a layer
+    type without an EAGLE-3 drafter (``SPECULATORS_LAYER_TYPES``), or both
+    ``norm_before_fc`` and ``fc_norm`` (the library refuses the pair);
+    ``speculators-verifier`` (warning) when the verifier it was trained for
+    is another architecture than the target's. Nothing for a plain head."""
+    if not pair.speculators:
+        return []
+    out = _speculators_format_errors(pair) + _speculators_verifier_warning(pair)
+    if out:
+        return out
+    raw = pair.drafter_raw
+    l_type = raw["transformer_layer_config"].get("model_type", "llama")
+    fields = ", ".join(f"{f} {raw[f]}" for f in SPECULATORS_MATH_FLAGS if f in raw)
+    message = (
+        f"speculators format ({SPECULATORS_TYPE_KEY} {raw.get(SPECULATORS_TYPE_KEY)}, "
+        f"speculators {raw.get('speculators_version', '?')}): read as "
+        f"transformer_layer_config (model_type {l_type}) -> {first_arch(pair.drafter_cfg)}, "
+        f"with {fields or 'no norm flags'}"
+    )
+    return [_speculators_finding(pair, INFO, "speculators", message, SPECULATORS_TYPE_KEY)]
+
+
 def drafter_rules(pair: Pair, override: MtpOverride | Unanswered | None = None) -> list[Finding]:
     """``drafter``: the architecture (``drafter-config`` error when missing),
-    then ``mtp-trap``, ``mla``, and either ``no-weights`` (no safetensors)
-    or the EAGLE 3.1 flags against the weights (``eagle31_findings``)."""
+    then ``speculators`` (a head in that format), ``mtp-trap``, ``mla``, and
+    either ``no-weights`` (no safetensors) or the EAGLE 3.1 flags against
+    the weights (``eagle31_findings``)."""
     d_arch = drafter_arch(pair)
     if d_arch is None:
         message = "the drafter config has no architectures list"
@@ -781,7 +949,7 @@ def drafter_rules(pair: Pair, override: MtpOverride | Unanswered | None = None) 
         ]
     info = f"{d_arch}, model_type {pair.drafter_cfg.get('model_type')}"
     out = [Finding(INFO, "drafter", "drafter", info, pair.drafter_file, "architectures")]
-    out += mtp_trap_rule(pair, override) + mla_rule(pair, d_arch)
+    out += speculators_rules(pair) + mtp_trap_rule(pair, override) + mla_rule(pair, d_arch)
     if pair.tensors:
         return out + eagle31_findings(pair)
     message = (
@@ -1327,6 +1495,9 @@ def ask_mtp_override(pair: Pair) -> MtpOverride | Unanswered:
     """The wheel's own ``SpeculativeConfig.hf_config_override`` on the
     drafter's config: does it rewrite the ``model_type`` (to MTP)?"""
     d_type = pair.drafter_cfg.get("model_type")
+    if not isinstance(d_type, str):
+        # Nothing to rewrite; vLLM's override tests substrings of it.
+        return MtpOverride(False, d_type, pair.drafter_cfg.get("architectures"))
     try:
         from transformers import PretrainedConfig
         from vllm.config import SpeculativeConfig
@@ -1431,6 +1602,17 @@ def ask_drafter_length(spec: Any) -> DrafterLength | Unanswered:
         return Unanswered(_first_line(exc))
 
 
+def ask_drafter_flags(spec: Any) -> dict[str, Any] | Unanswered:
+    """The norm flags (``SPECULATORS_MATH_FLAGS``) as they stand in the
+    drafter config the wheel built (``draft_model_config.hf_config``: for a
+    ``speculators`` head, what its converter copied); ``None`` where absent."""
+    try:
+        hf = spec.draft_model_config.hf_config
+        return {flag: getattr(hf, flag, None) for flag in SPECULATORS_MATH_FLAGS}
+    except Exception as exc:  # noqa: BLE001
+        return Unanswered(_first_line(exc))
+
+
 def _text_model_arch(pair: Pair) -> Any:
     """The target's text model architecture: ``text_config``'s
     ``architectures``, else by its ``model_type`` (``Claims.text_archs``),
@@ -1485,6 +1667,7 @@ class WheelAnswers:
     runner_ids: RunnerIds | Unanswered | None = None
     refusal: str | Unanswered | None = None
     length: DrafterLength | Unanswered | None = None
+    flags: dict[str, Any] | Unanswered | None = None
 
 
 def ask_vllm(pair: Pair) -> WheelAnswers:
@@ -1534,6 +1717,7 @@ def _ask_with_spec(
         runner_ids=runner_ids,
         refusal=refusal,
         length=ask_drafter_length(spec.config),
+        flags=ask_drafter_flags(spec.config) if pair.speculators else None,
     )
 
 
@@ -1669,6 +1853,52 @@ def eagle31_wheel_findings(
     return [_vllm_finding(INFO, "eagle31-wheel", message, pair.drafter_file, flags[0])]
 
 
+#: What a drafter built without each norm flag does instead.
+DROPPED_FLAG = {
+    "norm_before_residual": "the first layer's residual is the raw hidden state, not the normed",
+    "norm_before_fc": "input_norm.weight is skipped at load and fc takes the raw aux states",
+    "fc_norm": "no fc_norm parameters are built: fc_norm.*.weight fails to load (KeyError)",
+    "norm_output": "the next draft step gets the pre-norm state",
+}
+
+
+def _in_drafter(value: Any) -> str:
+    """Where a flag stands in the drafter config the wheel built."""
+    return "not in the drafter config" if value is None else f"{value} in the drafter config"
+
+
+def speculators_wheel_findings(
+    pair: Pair, flags: dict[str, Any] | Unanswered | None
+) -> list[Finding]:
+    """``speculators-wheel``: each norm flag a ``speculators`` head sets,
+    against the drafter config the wheel built from it. A flag the wheel's
+    converter did not carry over (0.17.1's copies only
+    ``norm_before_residual``) is an error: the head loads and runs without
+    the norm it was trained with, or fails at load."""
+    if flags is None:
+        return []
+    if isinstance(flags, Unanswered):
+        message = f"could not read the drafter config this wheel built: {flags.why}"
+        return [_vllm_finding(NOTE, "speculators-wheel", message, pair.drafter_file)]
+    raw = pair.drafter_raw
+    dropped = [f for f in SPECULATORS_MATH_FLAGS if f in raw and bool(flags.get(f)) != bool(raw[f])]
+    if dropped:
+        message = (
+            "this wheel's speculators converter does not carry "
+            + ", ".join(f"{f} ({raw[f]} in the head, {_in_drafter(flags.get(f))})" for f in dropped)
+            + " into the drafter: "
+            + "; ".join(f"{f}: {DROPPED_FLAG[f]}" for f in dropped)
+            + ". The head would be served wrong; use a wheel whose converter reads them "
+            "(this series' speculators-algos patches; upstream 0.25.0)"
+        )
+        return [_vllm_finding(ERROR, "speculators-wheel", message, pair.drafter_file, dropped[0])]
+    kept = ", ".join(f"{f} {raw[f]}" for f in SPECULATORS_MATH_FLAGS if f in raw)
+    message = f"this wheel's drafter config carries the head's {kept or 'defaults'}"
+    return [
+        _vllm_finding(INFO, "speculators-wheel", message, pair.drafter_file, SPECULATORS_TYPE_KEY)
+    ]
+
+
 def layer_ids_wheel_findings(
     pair: Pair, runner: RunnerIds | Unanswered | None, refusal: str | Unanswered | None
 ) -> list[Finding]:
@@ -1749,6 +1979,7 @@ def wheel_findings(pair: Pair, answers: WheelAnswers) -> list[Finding]:
         + spec_findings(pair, answers.spec)
         + drafter_class_findings(pair, answers.drafter)
         + eagle31_wheel_findings(pair, answers.drafter, answers.source)
+        + speculators_wheel_findings(pair, answers.flags)
         + layer_ids_wheel_findings(pair, answers.runner_ids, answers.refusal)
         + drafter_length_findings(pair, answers.length)
     )

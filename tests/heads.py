@@ -123,6 +123,50 @@ def eagle31_mla() -> Head:
 HEADS: dict[str, Callable[[], Head]] = {name: partial(head, name) for name in SHAPES}
 
 
+def speculators_head(**kwargs: Any) -> Head:
+    """A one-layer EAGLE-3 head in the ``speculators`` format:
+    ``vpq.fixture.speculators_eagle3_config(**kwargs)`` (ids ``IDS`` unless
+    given; the library's default recipe: ``norm_before_fc`` and
+    ``norm_output``) and the tensors ``Eagle3DraftModel.save_pretrained``
+    writes for it, by the library's names (``layers.0.*``, ``input_norm``,
+    ``fc_norm.{i}``, its own ``embed_tokens``; ``d2t`` and ``t2d`` only for a
+    smaller draft vocabulary). tests/data/speculators-0.9.0/ holds the
+    library's own output these are checked against."""
+    kwargs.setdefault("aux_layer_ids", tuple(IDS))
+    cfg = fixture.speculators_eagle3_config(**kwargs)
+    ids, dv = cfg["eagle_aux_hidden_state_layer_ids"], cfg["draft_vocab_size"]
+    k, h, inner = (len(ids) if ids else 3), HIDDEN, 512
+    shapes: dict[str, tuple[int, ...]] = {
+        "embed_tokens.weight": (VOCAB, h),
+        "fc.weight": (h, k * h),
+        "layers.0.hidden_norm.weight": (h,),
+        "layers.0.input_layernorm.weight": (h,),
+        "layers.0.mlp.down_proj.weight": (h, inner),
+        "layers.0.mlp.gate_proj.weight": (inner, h),
+        "layers.0.mlp.up_proj.weight": (inner, h),
+        "layers.0.post_attention_layernorm.weight": (h,),
+        "layers.0.self_attn.k_proj.weight": (h, 2 * h),
+        "layers.0.self_attn.o_proj.weight": (h, h),
+        "layers.0.self_attn.q_proj.weight": (h, 2 * h),
+        "layers.0.self_attn.v_proj.weight": (h, 2 * h),
+        "lm_head.weight": (dv, h),
+        "norm.weight": (h,),
+    }
+    if cfg["norm_before_fc"]:
+        shapes["input_norm.weight"] = (k * h,)
+    if cfg["fc_norm"]:
+        shapes |= {f"fc_norm.{i}.weight": (h,) for i in range(k)}
+    if cfg["transformer_layer_config"]["model_type"] == "qwen3":  # type: ignore[index]
+        shapes |= {f"layers.0.self_attn.{n}_norm.weight": (64,) for n in "qk"}
+    tensors = {n: np.zeros(s, np.float16) for n, s in shapes.items()}
+    if dv != VOCAB:
+        tensors["d2t"] = np.arange(dv, dtype=np.int64)
+        t2d = np.zeros(VOCAB, dtype=bool)
+        t2d[:dv] = True
+        tensors["t2d"] = t2d
+    return cfg, tensors
+
+
 def write_head(dest: Path, head: Head, *, shards: int = 1) -> Path:
     """Write ``dest/config.json`` and the tensors (one file, or ``shards``
     files with ``model.safetensors.index.json``)."""

@@ -405,6 +405,129 @@ def eagle3_head_config(
     return cfg
 
 
+#: The speculators library release whose checkpoint format
+#: ``speculators_eagle3_config`` writes (tests/data/speculators-0.9.0/ holds
+#: that release's own output for the same head, the check on this copy).
+SPECULATORS_VERSION = "0.9.0"
+#: The verifier a speculators head records it was trained for.
+SPECULATORS_VERIFIER = {
+    "architectures": ["KimiK25ForConditionalGeneration"],
+    "name_or_path": "moonshotai/Kimi-K2.5",
+}
+
+
+def _speculators_layer_config(layer_type: str) -> dict[str, object]:
+    """``transformer_layer_config`` as speculators 0.9.0 writes it (transformers
+    5's ``to_diff_dict`` of a one-layer ``LlamaConfig`` or ``Qwen3Config``)."""
+    layer: dict[str, object] = {
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "bos_token_id": BOS_ID,
+        "eos_token_id": EOS_ID,
+        "head_dim": 64,
+        "hidden_act": "silu",
+        "hidden_size": HIDDEN,
+        "initializer_range": 0.02,
+        "intermediate_size": 512,
+        "max_position_embeddings": HEAD_MAX_POSITIONS,
+        "mlp_bias": False,
+        "model_type": layer_type,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 1,
+        "num_key_value_heads": 4,
+        "pad_token_id": None,
+        "pretraining_tp": 1,
+        "rms_norm_eps": 1e-06,
+        "rope_parameters": {"rope_theta": KIMI_ROPE_THETA, "rope_type": "default"},
+        "tie_word_embeddings": False,
+        "transformers_version": "5.24.0",
+        "use_cache": True,
+        "vocab_size": VOCAB,
+    }
+    if layer_type == "qwen3":
+        del layer["mlp_bias"], layer["pretraining_tp"]
+        layer |= {
+            "layer_types": ["full_attention"],
+            "max_window_layers": 28,
+            "sliding_window": None,
+            "use_sliding_window": False,
+        }
+    return layer
+
+
+#: ``speculators_config`` of the heads below: one greedy proposal method of
+#: 3 tokens, and the verifier.
+SPECULATORS_CONFIG: dict[str, object] = {
+    "algorithm": "eagle3",
+    "default_proposal_method": "greedy",
+    "proposal_methods": [
+        {
+            "accept_tolerance": 0.0,
+            "proposal_type": "greedy",
+            "speculative_tokens": 3,
+            "verifier_accept_k": 1,
+        }
+    ],
+    "verifier": SPECULATORS_VERIFIER,
+}
+
+
+def speculators_eagle3_config(
+    aux_layer_ids: tuple[int, ...] | None = AUX_LAYER_IDS,
+    *,
+    norm_before_fc: bool = True,
+    fc_norm: bool = False,
+    norm_output: bool = True,
+    norm_before_residual: bool = True,
+    layer_type: str = "llama",
+    draft_vocab_size: int = VOCAB,
+) -> dict[str, object]:
+    """The ``config.json`` of a one-layer EAGLE-3 head in the ``speculators``
+    format, key for key as speculators 0.9.0's ``Eagle3DraftModel.
+    save_pretrained`` writes it (with transformers 5): the algorithm's
+    fields at the top level (``speculators_model_type``, ``draft_vocab_size``,
+    ``norm_before_residual``, ``norm_before_fc``, ``fc_norm``,
+    ``norm_output``, ``target_hidden_size``, ``eagle_aux_hidden_state_layer_ids``,
+    ``null`` when not given), ``speculators_config``
+    (``SPECULATORS_CONFIG``), and the decoder layer's own config under
+    ``transformer_layer_config`` (``_speculators_layer_config``: model_type
+    ``layer_type``; hidden 256, vocabulary 1024, 4 heads of 64, as
+    ``eagle3_head_config``).
+
+    The defaults are the library's default eagle3 training recipe, which
+    turns on ``norm_before_fc`` and ``norm_output`` (its ``TrainConfig``);
+    ``fc_norm`` and ``norm_before_fc`` are exclusive there.
+    """
+    return {
+        "architectures": ["Eagle3DraftModel"],
+        "auto_map": {"": "config.Eagle3SpeculatorConfig"},
+        "draft_vocab_size": draft_vocab_size,
+        "dtype": "float32",
+        "eagle_aux_hidden_state_layer_ids": (
+            list(aux_layer_ids) if aux_layer_ids is not None else None
+        ),
+        "embed_requires_grad": False,
+        "fc_norm": fc_norm,
+        "norm_before_fc": norm_before_fc,
+        "norm_before_residual": norm_before_residual,
+        "norm_output": norm_output,
+        "speculators_config": json.loads(json.dumps(SPECULATORS_CONFIG)),
+        "speculators_model_type": "eagle3",
+        "speculators_version": SPECULATORS_VERSION,
+        "target_hidden_size": None,
+        "tie_word_embeddings": False,
+        "transformer_layer_config": _speculators_layer_config(layer_type),
+        "transformers_version": "5.24.0",
+    }
+
+
+def write_speculators_eagle3_head(dest: Path, **kwargs: object) -> Path:
+    """Write ``dest/config.json``: ``speculators_eagle3_config(**kwargs)``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    _write_json(dest / "config.json", speculators_eagle3_config(**kwargs))  # type: ignore[arg-type]
+    return dest
+
+
 TARGET_DIR = "kimi-k25-tiny"
 DRAFTER_DIR = "eagle3-tiny"
 

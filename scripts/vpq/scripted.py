@@ -316,3 +316,51 @@ def write_head_weights(head: Path) -> Path:
     out = head / "model.safetensors"
     save_file(tensors, str(out), metadata={"format": "pt"})
     return out
+
+
+def write_speculators_head_weights(head: Path) -> Path:
+    """Write ``model.safetensors`` for the ``speculators``-format head at
+    ``head`` (``vpq.fixture.speculators_eagle3_config``), by the library's
+    tensor names (``layers.0.*``, ``input_norm``, ``fc_norm.{i}``, its own
+    ``embed_tokens``, zero: the layer writes nothing, so no draft reads it).
+
+    The head is ``write_head_weights``' with one twist that makes its norm
+    before ``fc`` matter: with ``norm_before_fc``, ``input_norm.weight`` is
+    -1 over the last aux state's two slots (1 elsewhere) and ``fc`` reads
+    those slots with the opposite sign. A drafter that applies the norm
+    (one RMSNorm over the concatenated states: a positive scale, then the
+    sign) drafts as the plain head does, its first token accepted; one that
+    skips it reads minus the code, drafts token 0, and nothing is accepted.
+    Returns the file.
+    """
+    from safetensors.numpy import save_file
+
+    cfg = json.loads((head / "config.json").read_text())
+    layer = cfg["transformer_layer_config"]
+    h, vocab = int(layer["hidden_size"]), int(cfg["draft_vocab_size"])
+    n_aux = 3
+    sign = _ones(n_aux * h)
+    if cfg.get("norm_before_fc"):
+        last = (n_aux - 1) * h
+        sign[last + SLOT_WIDTH : last + SLOT_WIDTH * (1 + len(HEAD_WEIGHTS))] = -1.0
+    fc, lm_head = _zeros(h, n_aux * h), _zeros(vocab, h)
+    for c in codes():
+        for slot, weight in HEAD_WEIGHTS.items():
+            col = (n_aux - 1) * h + slot_dim(slot, c)
+            fc[code_dim(c), col] = weight * sign[col]
+        lm_head[SCRIPT[(c + 1) % len(SCRIPT)], code_dim(c)] = 1.0
+    tensors = {
+        "fc.weight": fc,
+        "norm.weight": _ones(h),
+        "lm_head.weight": lm_head,
+        "embed_tokens.weight": _zeros(int(layer["vocab_size"]), h),
+    }
+    if cfg.get("norm_before_fc"):
+        tensors["input_norm.weight"] = sign
+    if cfg.get("fc_norm"):
+        tensors |= {f"fc_norm.{i}.weight": _ones(h) for i in range(n_aux)}
+    for name, t in _head_layer(layer).items():
+        tensors["layers.0." + name.removeprefix("midlayer.")] = t
+    out = head / "model.safetensors"
+    save_file(tensors, str(out), metadata={"format": "pt"})
+    return out

@@ -81,6 +81,10 @@ SHORT_HEAD_POSITIONS = 64
 #: The MLA head shapes (``Eagle3DeepseekV2ForCausalLM``), served with MLA on
 #: (``Run(mla=True)``): ids at the top level, and EAGLE 3.1 with nested ids.
 MLA_HEADS = ("mla-deepseek_v2", "mla-kimi_k2", "eagle3.1-mla")
+#: A head in the ``speculators`` format, the library's default recipe
+#: (``norm_before_fc``, ``norm_output``; ids (1, 2, 3) at the top level), its
+#: norm before ``fc`` scripted to matter (``scripted.write_speculators_head_weights``).
+SPECULATORS_HEAD = "speculators-default-recipe"
 #: Aux layer ids the scripted heads were not built for: the head sees no code.
 WRONG_IDS = (0, 1, 2)
 #: The aux layer ids the scripted heads were built for.
@@ -217,6 +221,8 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> Checkpoints:
         base / SHORT_HEAD, "llama-top", max_position_embeddings=SHORT_HEAD_POSITIONS
     )
     scripted.write_head_weights(heads[SHORT_HEAD])
+    heads[SPECULATORS_HEAD] = fixture.write_speculators_eagle3_head(base / SPECULATORS_HEAD)
+    scripted.write_speculators_head_weights(heads[SPECULATORS_HEAD])
     wrong = fixture.write_eagle3_head(base / "mla-wrong-ids", "mla-deepseek_v2", WRONG_IDS)
     scripted.write_head_weights(wrong)
     heads["mla-wrong-ids"] = wrong

@@ -41,6 +41,8 @@ EXPECTED_CHANGED = (
     "vllm/tool_parsers/kimi_k2_tool_parser.py",
     "vllm/tool_parsers/utils.py",
     "vllm/transformers_utils/config.py",
+    "vllm/transformers_utils/configs/extract_hidden_states.py",
+    "vllm/transformers_utils/configs/speculators/algos.py",
     "vllm/transformers_utils/model_arch_config_convertor.py",
     "vllm/v1/core/sched/scheduler.py",
     "vllm/v1/engine/core.py",

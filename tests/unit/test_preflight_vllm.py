@@ -40,6 +40,25 @@ class TextModel:
         self.model.aux_hidden_state_layers = layers  # type: ignore[attr-defined]
 
 
+#: The norm flags 0.17.1's speculators converter copies (update_eagle3).
+SPECULATORS_017 = ("norm_before_residual",)
+
+
+def convert_speculators(raw: dict, fields: tuple[str, ...]) -> dict:
+    """A speculators head's config as vLLM's converter builds it: the layer
+    config, the vocabulary, target size and ids, and ``fields``."""
+    cfg = dict(raw["transformer_layer_config"])
+    if cfg.get("model_type", "llama") != "llama":
+        raise ValueError(f"Unsupported model_type {cfg['model_type']} for Eagle3 speculator")
+    cfg["draft_vocab_size"] = raw.get("draft_vocab_size")
+    for key in ("target_hidden_size", "eagle_aux_hidden_state_layer_ids"):
+        if raw.get(key):
+            cfg[key] = raw[key]
+    cfg |= {f: raw.get(f, False) for f in fields}  # 0.17.1 leaves the others out
+    cfg["architectures"] = ["Eagle3LlamaForCausalLM"]
+    return cfg
+
+
 def fake_vllm(
     monkeypatch: pytest.MonkeyPatch,
     *,
@@ -51,6 +70,12 @@ def fake_vllm(
     text_model: bool = True,
     private_apis: bool = True,
     target_len: int = 2048,
+    speculators_fields: tuple[str, ...] = (
+        "norm_before_residual",
+        "norm_before_fc",
+        "fc_norm",
+        "norm_output",
+    ),
 ) -> None:
     """Put a stand-in ``vllm`` (and ``transformers.PretrainedConfig``) in sys.modules.
 
@@ -59,7 +84,11 @@ def fake_vllm(
     _get_eagle3_aux_layers_from_config``) are renamed, as a release may do.
     ``target_len``: the target's max model length; the drafter's is its
     ``max_position_embeddings`` capped at it, as 0.17.1's
-    ``SpeculativeConfig`` resolves it.
+    ``SpeculativeConfig`` resolves it. ``speculators_fields``: the norm
+    flags the stand-in's speculators converter copies from a head in that
+    format (``SPECULATORS_017``: 0.17.1's, which copies only
+    ``norm_before_residual``); it refuses a layer that is not llama, as the
+    series does.
     """
 
     class Registry:
@@ -83,6 +112,8 @@ def fake_vllm(
             if refuse:
                 raise ValueError(refuse)
             cfg = json.loads((Path(model) / "config.json").read_text())
+            if "speculators_model_type" in cfg:
+                cfg = convert_speculators(cfg, speculators_fields)
             self.draft_model_config = SimpleNamespace(
                 architectures=cfg["architectures"],
                 hf_config=SimpleNamespace(**cfg),
