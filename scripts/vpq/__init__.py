@@ -33,7 +33,8 @@ One module per noun:
   ``--check``), ``staircase`` (a move's report and the staircase over
   several releases, typed), ``verdicts`` (the staircase's verdict cache),
   ``rerere`` (recorded conflict resolutions, kept in ``rerere/``),
-  ``probe`` (absorption probes on an unpatched release),
+  ``probe`` (absorption probes: the ``probes.toml`` table),
+  ``probe_run`` (running them on an unpatched release),
   ``probe_report`` (their verdicts in the report), ``move_check`` (a
   whole move from a clean clone, its result checked) and ``moved_engine``
   (the moved series on a real CPU engine of the new release);

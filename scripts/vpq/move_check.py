@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from vpq import git as g
-from vpq import lock, probe, proc, queue, rerere, series
+from vpq import lock, probe_run, proc, queue, rerere, series
 from vpq.contract import run as contract_run
 from vpq.errors import VpqError
 from vpq.files import write_atomic
@@ -109,7 +109,7 @@ def probe_patched(clone: Path, version: str, names: list[str]) -> dict[str, tupl
     python = contract_run.deps_python(repo, f"upstream/{version}")
     with contract_run.exported(Workspace(clone).build, repo, queue.PATCHED_BRANCH) as src:
         table = contract_run.check_source(python, repo, queue.PATCHED_BRANCH, src)
-        return probe.run_all(python, clone, names, src, table)
+        return probe_run.run_all(python, clone, names, src, table)
 
 
 def check(

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import tomli_w
 
-from vpq import build, lock, probe, queue, series, tree
+from vpq import build, lock, probe, probe_run, queue, series, tree
 from vpq import git as g
 from vpq.contract import run as contract
 from vpq.errors import VpqError
@@ -129,7 +129,7 @@ def series_without(repo: Path, base: str, commits: list[str], skip: str, dest: P
     return dropped
 
 
-def judge(p: probe.Probe, baseline: probe.Report, report: probe.Report) -> Verdict:
+def judge(p: probe.Probe, baseline: probe_run.Report, report: probe_run.Report) -> Verdict:
     """The verdict for probe ``p``'s patch from the whole series' run
     (``baseline``) and the mutant's (``report``)."""
     nodes = selected(p, [n for n in baseline.outcomes if "::" in n])
@@ -171,7 +171,7 @@ def check(root: Path, names: list[str] | None = None) -> list[Verdict]:
     Raises:
         MutationError: a name that is not in the series.
         BuildError, ApplyError, ProbeError, VenvError: see ``vpq.build.prepare``
-            and ``vpq.probe.run_report``.
+            and ``vpq.probe_run.run_report``.
     """
     prep = build.prepare(root)
     by_name = {p.name: p for p in prep.patches}
@@ -188,7 +188,9 @@ def check(root: Path, names: list[str] | None = None) -> list[Verdict]:
         whole = Path(tmp) / "whole"
         tree.export_tree(prep.repo, queue.PATCHED_BRANCH, whole)
         files = _files([p for p in chosen if p.tests])
-        baseline = probe.run_report(python, root, files, whole) if files else probe.Report({}, {})
+        baseline = (
+            probe_run.run_report(python, root, files, whole) if files else probe_run.Report({}, {})
+        )
         for i, p in enumerate(chosen, 1):
             verdicts.append(_one(root, series, python, p, by_name[p.patch].path, baseline))
             v = verdicts[-1]
@@ -206,7 +208,12 @@ class Series:
 
 
 def _one(
-    root: Path, series: Series, python: Path, p: probe.Probe, patch: Path, baseline: probe.Report
+    root: Path,
+    series: Series,
+    python: Path,
+    p: probe.Probe,
+    patch: Path,
+    baseline: probe_run.Report,
 ) -> Verdict:
     """One mutant: the series without ``patch``, judged by probe ``p``."""
     if not p.tests:
@@ -223,7 +230,7 @@ def _one(
             names = [n for n, c in series.commits.items() if c in dropped]
             note = f"{NOT_REVERTED}; series without it and {len(names)} later patches"
             note += f" that no longer apply ({', '.join(names)})" if names else ""
-        report = probe.run_report(python, root, _files([p]), src)
+        report = probe_run.run_report(python, root, _files([p]), src)
     v = replace(judge(p, baseline, report), patch_sha256=patch_sha256, test_sha256=test_sha256)
     return replace(v, detail=f"{note}: {v.detail}") if note else v
 

@@ -64,6 +64,7 @@ from vpq import (
     build,
     lock,
     probe,
+    probe_run,
     progress,
     queue,
     releases,
@@ -344,7 +345,7 @@ def _judge_target(
     python = contract_run.deps_python(repo, ref)
     with contract_run.exported(Workspace(root).build, repo, ref) as src:
         table = contract_run.check_source(python, repo, ref, src)
-        return table, probe.run_all(python, root, names, src, table)
+        return table, probe_run.run_all(python, root, names, src, table)
 
 
 def _judged(

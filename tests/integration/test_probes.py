@@ -8,14 +8,14 @@ everywhere, and one that failed on the patched wheel would absorb nothing.
 
 from __future__ import annotations
 
-from vpq import probe, series
+from vpq import probe_run, series
 from vpq.contract import table as contract_table
 
 from tests.conftest import REPO_ROOT
 
 
 def _verdicts(python, table: contract_table.Table) -> dict[str, tuple[bool, str]]:  # type: ignore[no-untyped-def]
-    return probe.run_all(python, REPO_ROOT, series.read_series(REPO_ROOT), None, table)
+    return probe_run.run_all(python, REPO_ROOT, series.read_series(REPO_ROOT), None, table)
 
 
 def test_every_patch_has_a_probe_and_each_holds_on_the_patched_wheel(

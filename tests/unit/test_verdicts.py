@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from vpq import cache, fetch, probe, rebase, series
+from vpq import cache, fetch, probe, probe_run, rebase, series
 from vpq.staircase import Report
 
 from tests.unit.tiny_upstream import MOD, Upstream, publish
@@ -44,7 +44,7 @@ def probed(one_patch: Upstream, monkeypatch: pytest.MonkeyPatch) -> Counter[str]
 
         return call
 
-    monkeypatch.setattr(probe, "run", counted("probe runs", probe.run))
+    monkeypatch.setattr(probe_run, "run", counted("probe runs", probe_run.run))
     monkeypatch.setattr(rebase, "_begin", counted("replays", rebase._begin))
     return calls
 
