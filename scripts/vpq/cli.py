@@ -12,30 +12,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
-from vpq import (
-    advisories,
-    bench,
-    build,
-    cache,
-    fetch,
-    lock,
-    move_check,
-    mutation,
-    probe,
-    publish,
-    queue,
-    rebase,
-    releases,
-    rerere,
-    series,
-    staircase,
-    tree,
-    worklock,
-)
-from vpq.contract import run as contract
+from vpq.checks import bench, cache, mutation
 from vpq.contract.table import Table
-from vpq.errors import UsageError, VpqError
-from vpq.workspace import Workspace
+from vpq.core import worklock
+from vpq.core.errors import UsageError, VpqError
+from vpq.core.workspace import Workspace
+from vpq.envs import contract_run as contract
+from vpq.move import move_check, rebase, releases, staircase
+from vpq.source import fetch, lock, probe, queue, rerere, series, tree
+from vpq.wheels import advisories, build, publish
 
 if TYPE_CHECKING:
     #: ``add_subparsers()``'s action: generic in typeshed only, so not at run time.
@@ -329,7 +314,7 @@ def cmd_cache(ns: argparse.Namespace) -> int:
 def cmd_fixture(ns: argparse.Namespace) -> int:
     """``vpq fixture DEST``: write the tiny Kimi-K2.5 checkpoint and EAGLE-3
     heads, with weights unless ``--no-weights``."""
-    from vpq import fixture
+    from vpq.checkpoints import fixture
 
     for path in fixture.write_tiny_checkpoints(Path(ns.dest).resolve(), not ns.no_weights):
         print(path)
@@ -581,7 +566,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 #: Commands that write build/work, dist/ or the inputs: they hold the
-#: work-tree lock (``vpq.worklock``) for their whole run.
+#: work-tree lock (``vpq.core.worklock``) for their whole run.
 WRITERS = ("build", "apply", "export", "rebase", "contract", "publish", "mutation")
 
 

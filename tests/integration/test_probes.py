@@ -2,14 +2,15 @@
 patched wheel and on unpatched upstream vLLM 0.17.1 it holds for no patch.
 
 The rebase runs the same probes on each target release's unpatched tree
-(``vpq.rebase``); a probe that also held on 0.17.1 would absorb its patch
+(``vpq.move.rebase``); a probe that also held on 0.17.1 would absorb its patch
 everywhere, and one that failed on the patched wheel would absorb nothing.
 """
 
 from __future__ import annotations
 
-from vpq import probe_run, series
 from vpq.contract import table as contract_table
+from vpq.envs import probe_run
+from vpq.source import series
 
 from tests.conftest import REPO_ROOT
 

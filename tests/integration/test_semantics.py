@@ -6,7 +6,7 @@ one-line reason. Those declared import or attribute errors (the test reaches
 for an interface the series adds, so the failure shows only the dependency)
 are counted apart and listed in the run's output.
 
-Outcomes and failure kinds come from ``vpq.probe_report`` (the plugin the
+Outcomes and failure kinds come from ``vpq.envs.probe_report`` (the plugin the
 absorption probes use) run inside the venv."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from vpq import fetch, probe_run
+from vpq.envs import probe_run
+from vpq.source import fetch
 
 from tests.conftest import REPO_ROOT
 

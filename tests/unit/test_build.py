@@ -1,4 +1,4 @@
-"""``vpq.build`` on the tiny upstream: the label names the series, the
+"""``vpq.wheels.build`` on the tiny upstream: the label names the series, the
 platform choice is checked against the lock, inputs that do not lint are
 refused, and ``dist/`` keeps one build (stale staging and other builds go)."""
 
@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from vpq import build, lock, series
-from vpq.errors import VpqError
+from vpq.core.errors import VpqError
+from vpq.source import lock, series
+from vpq.wheels import build
 
 from tests.unit.tiny_upstream import Upstream
 

@@ -1,4 +1,4 @@
-"""The mutation check's verdict (``vpq.mutation.judge``): a patch is caught
+"""The mutation check's verdict (``vpq.checks.mutation.judge``): a patch is caught
 only when a test of its probe fails on an assertion or on the error it fixes."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ import tomllib
 from pathlib import Path
 
 import tomli_w
-from vpq import mutation, probe, probe_run, series
-from vpq.contract import run as contract_run
-from vpq.files import sha256_file
+from vpq.checks import mutation
+from vpq.core.files import sha256_file
+from vpq.envs import contract_run, probe_run
+from vpq.source import probe, series
 
 from tests.conftest import REPO_ROOT
 from tests.unit.test_cli import run_cli

@@ -14,9 +14,10 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from vpq import lock, probe, probe_run, rebase, series, staircase
-from vpq.contract import run as contract_run
 from vpq.contract import table as contract_table
+from vpq.envs import contract_run, probe_run
+from vpq.move import rebase, staircase
+from vpq.source import lock, probe, series
 
 from tests.unit.tiny_upstream import MOD, Upstream, publish, replace_line
 

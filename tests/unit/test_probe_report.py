@@ -1,4 +1,4 @@
-"""The probe plugin's record of how each test failed (``vpq.probe_report``):
+"""The probe plugin's record of how each test failed (``vpq.envs.probe_report``):
 what the negative controls and the mutation check count."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from vpq import probe_run
+from vpq.envs import probe_run
 
 SUITE = """
 import pytest

@@ -14,7 +14,7 @@ MODULES = sorted(PACKAGE.rglob("*.py"))
 SOURCES = [*MODULES, REPO_ROOT / "scripts" / "verify_install.py"]
 MAX_LINES = 60
 #: The contract package's modules in the one order they may import each other.
-CONTRACT_ORDER = ["items", "target", "drafter", "table", "run"]
+CONTRACT_ORDER = ["items", "target", "drafter", "table"]
 
 
 def _module(path: Path) -> str:
@@ -75,7 +75,7 @@ def test_imports_inside_the_package_go_one_way() -> None:
 def test_the_contract_imports_items_then_target_drafter_table_run() -> None:
     """Each module of ``vpq.contract`` imports only those before it in
     ``CONTRACT_ORDER``; the probe and the package's ``__init__`` import none
-    of them, and the contract imports no test checkpoints (``vpq.fixture``)."""
+    of them, and the contract imports no test checkpoints (``vpq.checkpoints.fixture``)."""
     graph = _graph()
     order = [f"vpq.contract.{m}" for m in CONTRACT_ORDER]
     backwards = {
@@ -86,7 +86,7 @@ def test_the_contract_imports_items_then_target_drafter_table_run() -> None:
     }
     assert backwards == set()
     assert graph["vpq.contract"] == graph["vpq.contract.probe"] == set()
-    assert not any("vpq.fixture" in graph[m] for m in order)
+    assert not any("vpq.checkpoints.fixture" in graph[m] for m in order)
 
 
 def test_every_public_function_and_class_has_a_docstring() -> None:

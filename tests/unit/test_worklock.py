@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from vpq import worklock
+from vpq.core import worklock
 
 from tests.unit.test_cli import assert_clean_error, run_cli, snapshot
 from tests.unit.tiny_upstream import Upstream
@@ -66,7 +66,7 @@ def test_a_killed_holder_does_not_block_the_next_command(one_patch: Upstream) ->
         [
             sys.executable,
             "-c",
-            "import sys, time; from pathlib import Path; from vpq import worklock\n"
+            "import sys, time; from pathlib import Path; from vpq.core import worklock\n"
             "with worklock.held(Path(sys.argv[1]), 'build'):\n"
             "    print('held', flush=True); time.sleep(600)\n",
             str(root),
