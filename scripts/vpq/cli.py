@@ -551,12 +551,16 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--root", default=".", help="repository root (default: .)")
     sub = ap.add_subparsers(dest="cmd", required=True)
+    # A command whose parser has `locking` among its parents holds the lock
+    # (and takes --no-wait): declared there, beside the command, once.
+    ap.set_defaults(holds_lock=False)
     locking = argparse.ArgumentParser(add_help=False)
     locking.add_argument(
         "--no-wait",
         action="store_true",
         help="fail at once if another command holds this checkout's lock (default: wait)",
     )
+    locking.set_defaults(holds_lock=True)
     _add_build(sub, locking)
     _add_queue(sub, locking)
     _add_rebase(sub, locking)
@@ -565,13 +569,11 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-#: Commands that write build/work, dist/ or the inputs: they hold the
-#: work-tree lock (``vpq.core.worklock``) for their whole run.
-WRITERS = ("build", "apply", "export", "rebase", "contract", "publish", "mutation")
-
-
 def _run(ns: argparse.Namespace) -> int:
-    if ns.cmd not in WRITERS:
+    """Run the command; one that writes build/work, dist/ or the inputs (its
+    parser has ``parents=[locking]``, see ``parser``) holds the work-tree lock
+    (``vpq.core.worklock``) for its whole run."""
+    if not ns.holds_lock:
         return int(ns.func(ns))
     with worklock.held(_root(ns), ns.cmd, wait=not ns.no_wait):
         return int(ns.func(ns))
