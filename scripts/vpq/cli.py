@@ -42,9 +42,10 @@ def cmd_build(ns: argparse.Namespace) -> int:
     root = _root(ns)
     out = Path(ns.out).resolve() if ns.out else None
     how = dict(platform=ns.platform, out_dir=out, backend=ns.backend, source=ns.upstream_source)
-    results = None if ns.force or ns.no_precompiled else build.reuse(root, **how)
+    inputs = build.load_inputs(root)  # read once: the reuse check and the build share it
+    results = None if ns.force or ns.no_precompiled else build.reuse(root, inputs=inputs, **how)
     if results is None:
-        prep = build.prepare(root, ns.upstream_source)
+        prep = build.prepare(root, ns.upstream_source, inputs=inputs)
         results = build.build_wheels(root, prep=prep, precompiled=not ns.no_precompiled, **how)
         verb = "built"
     else:
@@ -63,9 +64,8 @@ def cmd_build(ns: argparse.Namespace) -> int:
     if ns.no_contract or not mine:
         print("contract check skipped" + ("" if mine else " (no wheel for this host's platform)"))
         return 0
-    pin = lock.load(root)
     table = contract.for_wheel(
-        mine[0].wheel.path, lambda: build.common_txt(pin), mine[0].wheel.sha256
+        mine[0].wheel.path, lambda: build.common_txt(inputs.pin), mine[0].wheel.sha256
     )
     return _report_contract(table, "the patched wheel")
 

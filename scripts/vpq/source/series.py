@@ -299,10 +299,17 @@ def lint(root: Path) -> list[str]:
     an LF file and a diff with a why-body, a Yocto ``Upstream-Status:`` and
     a DEP-3 ``Forwarded:`` trailer, and no ``[PATCH n/m]`` subject.
     """
+    return lint_and_load(root)[0]
+
+
+def lint_and_load(root: Path) -> tuple[list[str], list[Patch]]:
+    """``lint``'s problems and, parsed once for both, the patches ``load``
+    returns (those that parsed, in series order: all of them when there is
+    no problem)."""
     try:
         names = read_series(root)
     except SeriesError as exc:
-        return [str(exc)]
+        return [str(exc)], []
     problems: list[str] = []
     series_path = root / SERIES_FILE
     raw = series_path.read_bytes()
@@ -316,14 +323,16 @@ def lint(root: Path) -> list[str]:
     )
     for extra in sorted(on_disk - set(names)):
         problems.append(f"{pdir / extra}: not listed in {SERIES_FILE}")
+    patches: list[Patch] = []
     for name in names:
         try:
             patch = parse_patch(root, name)
         except SeriesError as exc:
             problems.append(str(exc))
             continue
+        patches.append(patch)
         problems += [f"{patch.path}: {p}" for p in _patch_problems(patch)]
-    return problems
+    return problems, patches
 
 
 def _patch_problems(patch: Patch) -> list[str]:

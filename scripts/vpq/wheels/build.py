@@ -24,6 +24,7 @@ import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
@@ -49,6 +50,14 @@ STAMP = ".vpq-build.json"
 
 class BuildError(VpqError):
     """The series cannot be built into wheels."""
+
+
+class Inputs(NamedTuple):
+    """What a build reads from the checkout, read once: the pin and the
+    series' patches, parsed (and linted)."""
+
+    pin: lock.Lock
+    patches: list[series.Patch]
 
 
 @dataclass(frozen=True)
@@ -77,21 +86,25 @@ def label_for(patches: list[series.Patch]) -> str:
     return f"{LABEL_PREFIX}.{series.series_id(patches)[:8]}"
 
 
-def load_inputs(root: Path) -> tuple[lock.Lock, list[series.Patch]]:
-    """Read and lint ``upstream.lock``, ``series`` and ``patches/``.
+def load_inputs(root: Path) -> Inputs:
+    """Read and lint ``upstream.lock``, ``series`` and ``patches/`` (each
+    patch parsed once, for the lint and the result).
 
     Raises:
         LockError, SeriesError: naming the bad file.
     """
     pin = lock.load(root)
-    problems = series.lint(root)
+    problems, patches = series.lint_and_load(root)
     if problems:
         raise series.SeriesError("the series does not lint: " + "; ".join(problems))
-    return pin, series.load(root)
+    return Inputs(pin, patches)
 
 
-def prepare(root: Path, source: str = "sdist", work: Path | None = None) -> Prepared:
-    """Import the pinned upstream and apply the series in the work tree.
+def prepare(
+    root: Path, source: str = "sdist", work: Path | None = None, inputs: Inputs | None = None
+) -> Prepared:
+    """Import the pinned upstream and apply the series in the work tree;
+    ``inputs`` (``load_inputs``'s) when the caller has read them already.
 
     Raises:
         BuildError: the work tree holds changes not yet exported.
@@ -99,7 +112,7 @@ def prepare(root: Path, source: str = "sdist", work: Path | None = None) -> Prep
     """
     if source not in tree.SOURCES:
         raise BuildError(f"unknown upstream source {source!r}; use one of {tree.SOURCES}")
-    pin, patches = load_inputs(root)
+    pin, patches = inputs or load_inputs(root)
     repo = work or Workspace(root).work
     if source == "sdist":
         sdist = fetch.fetch(pin.name, pin.sdist.filename, pin.sdist.sha256)
@@ -289,23 +302,24 @@ def build_wheels(
                 )
             )
         drop_other_builds(out_dir, final[0].wheel.path.name)
-        _write_stamp(out_dir, _inputs_key(prep.root, prep.patches, plats, backend, source), final)
+        _write_stamp(out_dir, _inputs_key(prep.lock, prep.patches, plats, backend, source), final)
         return final
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
 def _inputs_key(
-    root: Path, patches: list[series.Patch], plats: list[str], backend: str, source: str
+    pin: lock.Lock, patches: list[series.Patch], plats: list[str], backend: str, source: str
 ) -> str:
-    """Everything a build's bytes depend on: the lock, the series, the
-    platforms, backend and upstream source, and the builder's own code."""
+    """Everything a build's bytes depend on: the lock (as loaded), the
+    series, the platforms, backend and upstream source, and the builder's
+    own code."""
     code = b"".join(
         Path(inspect.getfile(m)).read_bytes() for m in (wheel, audit_module, native, queue, tree)
     )
     data = json.dumps(
         [
-            (root / lock.LOCK_FILE).read_text(),
+            lock.dumps(pin),
             series.series_id(patches),
             plats,
             backend,
@@ -344,24 +358,23 @@ def reuse(
     out_dir: Path | None = None,
     backend: str = "overlay",
     source: str = "sdist",
+    inputs: Inputs | None = None,
 ) -> list[Result] | None:
     """The wheels the last build with these same inputs left in ``out_dir``
     (``dist/``), when each is still there with the size and mtime that build
     gave it; None otherwise (then build). Builds are reproducible, so the
-    same inputs would give the same bytes.
+    same inputs would give the same bytes. ``inputs`` as for ``prepare``.
 
     Raises:
         LockError, SeriesError: the inputs do not load.
     """
-    pin, patches = load_inputs(root)
+    pin, patches = inputs or load_inputs(root)
     out_dir = out_dir or Workspace(root).dist
     try:
         stamp = json.loads((out_dir / STAMP).read_text())
     except (OSError, ValueError):
         return None
-    if stamp.get("key") != _inputs_key(
-        root, patches, platforms_for(pin, platform), backend, source
-    ):
+    if stamp.get("key") != _inputs_key(pin, patches, platforms_for(pin, platform), backend, source):
         return None
     results = []
     for w in stamp["wheels"]:
