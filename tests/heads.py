@@ -2,10 +2,10 @@
 safetensors file written with the ``safetensors`` library.
 
 One builder per public head shape (``HEADS``, named after
-``vpq.fixture.HEAD_SHAPES``, whose configs they use); each returns the
+``vpq.checkpoints.fixture.HEAD_SHAPES``, whose configs they use); each returns the
 config dict and the tensors (name -> numpy array) so a test can break
 exactly one thing before ``write_head`` puts them on disk. Targets come
-from ``vpq.fixture`` (the tiny Kimi-K2.5, hidden 256, vocabulary 1024, N
+from ``vpq.checkpoints.fixture`` (the tiny Kimi-K2.5, hidden 256, vocabulary 1024, N
 layers).
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 from safetensors.numpy import save_file
-from vpq import fixture
+from vpq.checkpoints import fixture
 
 HIDDEN = fixture.HIDDEN  # the head's hidden size = the target's
 VOCAB = fixture.VOCAB
@@ -49,7 +49,7 @@ def _tensors(
     }
 
 
-#: The test heads by name, each a shape of ``vpq.fixture.HEAD_SHAPES`` (the one
+#: The test heads by name, each a shape of ``vpq.checkpoints.fixture.HEAD_SHAPES`` (the one
 #: catalogue of public head shapes; the engine tier and the head matrix use it too).
 SHAPES = {
     "llama-top-level-ids": "llama-top",
@@ -71,7 +71,7 @@ def _fc_norms(k: int = 3) -> dict[str, np.ndarray]:
 
 
 def head(name: str) -> Head:
-    """The head ``name`` (a key of ``SHAPES``): ``vpq.fixture``'s config for its
+    """The head ``name`` (a key of ``SHAPES``): ``vpq.checkpoints.fixture``'s config for its
     shape with ids ``IDS`` and a draft vocabulary of ``DRAFT_VOCAB`` (so
     ``d2t`` and ``t2d`` are needed), and the tensors its shape has."""
     cfg: dict[str, Any] = fixture.eagle3_head_config(SHAPES[name], tuple(IDS))
@@ -125,7 +125,7 @@ HEADS: dict[str, Callable[[], Head]] = {name: partial(head, name) for name in SH
 
 def speculators_head(**kwargs: Any) -> Head:
     """A one-layer EAGLE-3 head in the ``speculators`` format:
-    ``vpq.fixture.speculators_eagle3_config(**kwargs)`` (ids ``IDS`` unless
+    ``vpq.checkpoints.fixture.speculators_eagle3_config(**kwargs)`` (ids ``IDS`` unless
     given; the library's default recipe: ``norm_before_fc`` and
     ``norm_output``) and the tensors ``Eagle3DraftModel.save_pretrained``
     writes for it, by the library's names (``layers.0.*``, ``input_norm``,
@@ -190,5 +190,5 @@ def write_head(dest: Path, head: Head, *, shards: int = 1) -> Path:
 
 
 def write_target(dest: Path, num_layers: int = NUM_LAYERS) -> Path:
-    """The tiny Kimi-K2.5 target (``vpq.fixture``) with ``num_layers`` text layers."""
+    """The tiny Kimi-K2.5 target (``vpq.checkpoints.fixture``) with ``num_layers`` text layers."""
     return fixture.write_tiny_kimi_k25(dest, num_layers=num_layers)

@@ -1,50 +1,59 @@
 """vpq: a quilt-style patch queue over a pinned vLLM release.
 
-One module per noun:
+One module per noun, in sub-packages by what they serve. A sub-package
+imports only from those listed before it (``tests/unit/test_structure.py``
+checks this, and that there is no cycle):
 
-- inputs: ``lock`` (upstream.lock), ``series`` (series file and patch mails),
-  ``fetch`` (hash-checked download cache), ``files`` (atomic writes, hashes,
-  shared constants), ``supported`` (the oldest Python the tool runs on, and
-  the refusal of an older one), ``compat`` (standard-library features newer
-  than that oldest Python);
-- trees: ``git`` (thin git runner), ``tree`` (upstream trees as git commits),
-  ``queue`` (apply and export the series), ``worklock`` (one command at a
-  time on a checkout), ``workspace`` (the paths under ``build/`` and
-  ``dist/``);
-- wheels: ``wheel`` (overlay build, tags, label), ``native`` (vLLM's own
-  build as a second backend), ``audit`` (built vs upstream wheel), ``build``
-  (the pipeline: pin -> patched tree -> audited wheels);
-- EAGLE-3: ``contract``, a package whose modules import one way:
-  ``contract.items`` (the contract's files, the one table of claimed
-  architectures, items), ``contract.target`` (target-side discovery),
-  ``contract.drafter`` (drafter-side discovery), ``contract.table`` (the
-  verdict table), ``contract.run`` (discovers and checks it on a tree or a
-  wheel, cached) and ``contract.probe`` (runs inside a vLLM venv);
-  ``venv`` (CPU venvs that import a
-  wheel), ``installer`` (local wheel files into a venv: uv where installed,
-  else pip, the same result), ``fixture`` and ``kimi_k25_tiny_image_processor`` (the tiny
-  Kimi-K2.5 checkpoint), ``scripted`` (weights with known outputs),
-  ``engine_env`` (the engine tier's CPU engines), ``gpu`` (the GPU test
-  session);
-- shipping: ``publish`` (a package index beside the wheels), ``advisories``
-  (the security advisory ledger, ``advisories.toml``, held to the series);
-- moving the pin: ``releases`` (the releases on the index, and the lock
-  for one), ``rebase`` (the cherry-pick state machine of a move and of
-  ``--check``), ``staircase`` (a move's report and the staircase over
-  several releases, typed), ``verdicts`` (the staircase's verdict cache),
-  ``rerere`` (recorded conflict resolutions, kept in ``rerere/``),
-  ``probe`` (absorption probes on an unpatched release),
-  ``probe_report`` (their verdicts in the report), ``move_check`` (a
-  whole move from a clean clone, its result checked) and ``moved_engine``
-  (the moved series on a real CPU engine of the new release);
-- checking the tests: ``mutation`` (each patch taken out in turn, its probe
-  must fail);
-- the rest: ``proc`` (child processes, the probe line protocol), ``bench``
-  (timings), ``progress`` (long steps' progress lines), ``cache`` (the cache's
-  sizes and pruning), ``errors`` (the base exception), ``cli`` and ``__main__``
-  (argument parsing, error mapping).
+- ``core``: ``core.errors`` (the base exception), ``core.files`` (atomic
+  writes, hashes, shared constants), ``core.proc`` (child processes, the
+  probe line protocol), ``core.progress`` (long steps' progress lines),
+  ``core.workspace`` (the paths under ``build/`` and ``dist/``),
+  ``core.worklock`` (one command at a time on a checkout),
+  ``core.supported`` (the oldest Python the tool runs on, and the refusal
+  of an older one), ``core.compat`` (standard-library features newer than
+  that oldest Python);
+- ``contract``: the EAGLE-3 contract, pure ``ast`` over vLLM's source, a
+  package whose modules import one way: ``contract.items`` (the contract's
+  files, the one table of claimed architectures, items),
+  ``contract.target`` (target-side discovery), ``contract.drafter``
+  (drafter-side discovery), ``contract.table`` (the verdict table) and
+  ``contract.probe`` (runs inside a vLLM venv);
+- ``checkpoints``: ``checkpoints.fixture`` and
+  ``checkpoints.kimi_k25_tiny_image_processor`` (the tiny Kimi-K2.5
+  checkpoint), ``checkpoints.scripted`` (weights with known outputs);
+- ``source``: ``source.lock`` (upstream.lock), ``source.series`` (series
+  file and patch mails), ``source.fetch`` (hash-checked download cache),
+  ``source.git`` (thin git runner), ``source.tree`` (upstream trees as git
+  commits), ``source.queue`` (apply and export the series),
+  ``source.rerere`` (recorded conflict resolutions, kept in ``rerere/``),
+  ``source.probe`` (absorption probes: the ``probes.toml`` table);
+- ``wheels``: ``wheels.wheel`` (overlay build, tags, label),
+  ``wheels.native`` (vLLM's own build as a second backend),
+  ``wheels.audit`` (built vs upstream wheel), ``wheels.build`` (the
+  pipeline: pin -> patched tree -> audited wheels), ``wheels.publish`` (a
+  package index beside the wheels), ``wheels.advisories`` (the security
+  advisory ledger, ``advisories.toml``, held to the series);
+- ``envs``: ``envs.venv`` (CPU venvs that import a wheel),
+  ``envs.installer`` (local wheel files into a venv: uv where installed,
+  else pip, the same result), ``envs.engine_env`` (the engine tier's CPU
+  engines), ``envs.gpu`` (the GPU test session), ``envs.contract_run``
+  (the EAGLE-3 contract discovered and checked on a tree or a wheel,
+  cached), ``envs.probe_run`` (absorption probes run on an unpatched
+  release), ``envs.probe_report`` (their verdicts in the report, a pytest
+  plugin);
+- ``move`` (moving the pin): ``move.releases`` (the releases on the index,
+  and the lock for one), ``move.rebase`` (the cherry-pick state machine of
+  a move and of ``--check``), ``move.staircase`` (a move's report and the
+  staircase over several releases, typed), ``move.verdicts`` (the
+  staircase's verdict cache), ``move.move_check`` (a whole move from a
+  clean clone, its result checked) and ``move.moved_engine`` (the moved
+  series on a real CPU engine of the new release);
+- ``checks``: ``checks.mutation`` (each patch taken out in turn, its probe
+  must fail), ``checks.bench`` (timings), ``checks.cache`` (the cache's
+  sizes and pruning);
+- on top: ``cli`` and ``__main__`` (argument parsing, error mapping).
 """
 
 __all__ = ["VpqError"]
 
-from vpq.errors import VpqError
+from vpq.core.errors import VpqError

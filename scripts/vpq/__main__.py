@@ -1,7 +1,7 @@
 import sys
 from pathlib import Path
 
-from vpq.supported import require_supported_python
+from vpq.core.supported import require_supported_python
 
 if sys.argv[1:2] == ["preflight"]:
     # The preflight needs only the standard library (scripts/verify_install.py),
@@ -12,7 +12,7 @@ if sys.argv[1:2] == ["preflight"]:
 
     sys.exit(verify_install.preflight_main(sys.argv[2:], prog="python -m vpq preflight"))
 
-require_supported_python()  # the tool, not the preflight: see vpq.supported
+require_supported_python()  # the tool, not the preflight: see vpq.core.supported
 
 from vpq.cli import main  # noqa: E402
 

@@ -12,30 +12,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
-from vpq import (
-    advisories,
-    bench,
-    build,
-    cache,
-    fetch,
-    lock,
-    move_check,
-    mutation,
-    probe,
-    publish,
-    queue,
-    rebase,
-    releases,
-    rerere,
-    series,
-    staircase,
-    tree,
-    worklock,
-)
-from vpq.contract import run as contract
+from vpq.checks import bench, cache, mutation
 from vpq.contract.table import Table
-from vpq.errors import UsageError, VpqError
-from vpq.workspace import Workspace
+from vpq.core import worklock
+from vpq.core.errors import UsageError, VpqError
+from vpq.core.workspace import Workspace
+from vpq.envs import contract_run as contract
+from vpq.move import move_check, rebase, releases, staircase
+from vpq.source import fetch, lock, probe, queue, rerere, series, tree
+from vpq.wheels import advisories, build, publish
 
 if TYPE_CHECKING:
     #: ``add_subparsers()``'s action: generic in typeshed only, so not at run time.
@@ -57,9 +42,10 @@ def cmd_build(ns: argparse.Namespace) -> int:
     root = _root(ns)
     out = Path(ns.out).resolve() if ns.out else None
     how = dict(platform=ns.platform, out_dir=out, backend=ns.backend, source=ns.upstream_source)
-    results = None if ns.force or ns.no_precompiled else build.reuse(root, **how)
+    inputs = build.load_inputs(root)  # read once: the reuse check and the build share it
+    results = None if ns.force or ns.no_precompiled else build.reuse(root, inputs=inputs, **how)
     if results is None:
-        prep = build.prepare(root, ns.upstream_source)
+        prep = build.prepare(root, ns.upstream_source, inputs=inputs)
         results = build.build_wheels(root, prep=prep, precompiled=not ns.no_precompiled, **how)
         verb = "built"
     else:
@@ -78,9 +64,8 @@ def cmd_build(ns: argparse.Namespace) -> int:
     if ns.no_contract or not mine:
         print("contract check skipped" + ("" if mine else " (no wheel for this host's platform)"))
         return 0
-    pin = lock.load(root)
     table = contract.for_wheel(
-        mine[0].wheel.path, lambda: build.common_txt(pin), mine[0].wheel.sha256
+        mine[0].wheel.path, lambda: build.common_txt(inputs.pin), mine[0].wheel.sha256
     )
     return _report_contract(table, "the patched wheel")
 
@@ -329,7 +314,7 @@ def cmd_cache(ns: argparse.Namespace) -> int:
 def cmd_fixture(ns: argparse.Namespace) -> int:
     """``vpq fixture DEST``: write the tiny Kimi-K2.5 checkpoint and EAGLE-3
     heads, with weights unless ``--no-weights``."""
-    from vpq import fixture
+    from vpq.checkpoints import fixture
 
     for path in fixture.write_tiny_checkpoints(Path(ns.dest).resolve(), not ns.no_weights):
         print(path)
@@ -568,12 +553,16 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--root", default=".", help="repository root (default: .)")
     sub = ap.add_subparsers(dest="cmd", required=True)
+    # A command whose parser has `locking` among its parents holds the lock
+    # (and takes --no-wait): declared there, beside the command, once.
+    ap.set_defaults(holds_lock=False)
     locking = argparse.ArgumentParser(add_help=False)
     locking.add_argument(
         "--no-wait",
         action="store_true",
         help="fail at once if another command holds this checkout's lock (default: wait)",
     )
+    locking.set_defaults(holds_lock=True)
     _add_build(sub, locking)
     _add_queue(sub, locking)
     _add_rebase(sub, locking)
@@ -582,13 +571,11 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-#: Commands that write build/work, dist/ or the inputs: they hold the
-#: work-tree lock (``vpq.worklock``) for their whole run.
-WRITERS = ("build", "apply", "export", "rebase", "contract", "publish", "mutation")
-
-
 def _run(ns: argparse.Namespace) -> int:
-    if ns.cmd not in WRITERS:
+    """Run the command; one that writes build/work, dist/ or the inputs (its
+    parser has ``parents=[locking]``, see ``parser``) holds the work-tree lock
+    (``vpq.core.worklock``) for its whole run."""
+    if not ns.holds_lock:
         return int(ns.func(ns))
     with worklock.held(_root(ns), ns.cmd, wait=not ns.no_wait):
         return int(ns.func(ns))

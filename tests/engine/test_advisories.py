@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from vpq import scripted
+from vpq.checkpoints import scripted
 
 from tests.engine.conftest import Checkpoints, Engines
 from tests.engine.server import free_port, serving, tail

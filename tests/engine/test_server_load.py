@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from vpq import scripted
+from vpq.checkpoints import scripted
 
 from tests.engine import load
 from tests.engine.conftest import Checkpoints, Engines, expected_tokens

@@ -7,7 +7,7 @@ reads its own ids; outputs are compared with the scripted oracle.
 from __future__ import annotations
 
 import pytest
-from vpq import scripted
+from vpq.checkpoints import scripted
 
 from tests.engine import cpu_shims
 from tests.engine.conftest import (

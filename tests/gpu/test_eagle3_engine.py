@@ -1,7 +1,7 @@
 """EAGLE-3 really runs on a Kimi-K2.5-shaped target, and losslessly.
 
 Each test reads the result of an engine started by ``engine_probe.py`` (see
-conftest.py): the tiny fixture (``vpq.fixture``: KimiK25 wrapper around a
+conftest.py): the tiny fixture (``vpq.checkpoints.fixture``: KimiK25 wrapper around a
 4-layer DeepSeek-V3 with MLA and MoE, a one-layer MoonViT, an EAGLE-3 head
 reading aux layers (1, 2, 3); dummy weights) at tensor-parallel size 1 and,
 with two or more GPUs, 2; or real checkpoints given with

@@ -1,7 +1,7 @@
 """The fixture's other head shapes on the same tiny Kimi-K2.5 target: an MLA
 head (``Eagle3DeepseekV2ForCausalLM``) and an EAGLE 3.1 head (``fc_norm``,
 ``norm_output``) with its layer ids under ``eagle_config``
-(``vpq.fixture.GPU_HEADS``; dummy weights). For each: the engine starts with
+(``vpq.checkpoints.fixture.GPU_HEADS``; dummy weights). For each: the engine starts with
 it, the live aux layers equal the head's own ids (not the model default),
 and greedy outputs match the non-speculative run by vLLM's rule (see
 ``test_greedy_outputs_match_without_speculation``). Fixture only: with
@@ -27,7 +27,7 @@ def head_engine(checkpoints: Checkpoints, tmp_path_factory: pytest.TempPathFacto
     """``head_engine(tp, name)``: the engine probe's result with head ``name``."""
     if checkpoints.real:
         pytest.skip("fixture heads only (no --model/--drafter)")
-    from vpq import fixture
+    from vpq.checkpoints import fixture
 
     heads = {p.name: p for p in fixture.write_fixture_heads(tmp_path_factory.mktemp("heads"))}
     cache: dict[tuple[int, str], dict[str, Any]] = {}

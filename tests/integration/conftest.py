@@ -12,13 +12,15 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from vpq import build, fetch, fixture, lock
-from vpq import git as g
-from vpq import venv as envs
+from vpq.checkpoints import fixture
 from vpq.contract import items as contract_items
-from vpq.contract import run as contract_run
 from vpq.contract import table as contract_table
-from vpq.proc import tagged_json
+from vpq.core.proc import tagged_json
+from vpq.envs import contract_run
+from vpq.envs import venv as envs
+from vpq.source import fetch, lock
+from vpq.source import git as g
+from vpq.wheels import build
 
 from tests.conftest import REPO_ROOT
 

@@ -3,7 +3,7 @@
 Usage: python fixture_probe.py TARGET_DIR DRAFTER_DIR
 
 Checks, on CPU and offline, that vLLM accepts the tiny fixture written by
-``vpq.fixture`` the way the engine would load it, tokenizer included
+``vpq.checkpoints.fixture`` the way the engine would load it, tokenizer included
 (``skip_tokenizer_init`` is left off):
 
 - ``ModelConfig(model=TARGET_DIR)`` and ``SpeculativeConfig(method="eagle3",

@@ -3,7 +3,7 @@
 Usage: python head_matrix_probe.py [--past-target-gate] TARGET_DIR HEAD_DIR [HEAD_DIR ...]
 
 For each EAGLE-3 head directory (config only, written by
-``vpq.fixture.write_eagle3_head``) it records what a new user would meet:
+``vpq.checkpoints.fixture.write_eagle3_head``) it records what a new user would meet:
 whether ``SpeculativeConfig(method="eagle3")`` accepts the head on the
 Kimi-K2.5 target, the drafter class the registry resolves, whether the
 draft model uses MLA, and what both model runners' aux-layer lookups return

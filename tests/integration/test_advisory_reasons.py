@@ -9,7 +9,7 @@ import ast
 import tarfile
 
 import pytest
-from vpq import fetch, lock
+from vpq.source import fetch, lock
 
 from tests.conftest import REPO_ROOT
 

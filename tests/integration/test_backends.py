@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from vpq import audit, build
+from vpq.wheels import audit, build
 
 from tests.conftest import REPO_ROOT
 

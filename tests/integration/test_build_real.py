@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from packaging.tags import cpython_tags
 from packaging.utils import parse_wheel_filename
-from vpq import build, fetch, lock, queue, series, wheel
-from vpq import git as g
+from vpq.source import fetch, lock, queue, series
+from vpq.source import git as g
+from vpq.wheels import build, wheel
 
 from tests.conftest import REPO_ROOT
 
@@ -124,7 +125,7 @@ def test_export_of_the_applied_series_is_byte_identical() -> None:
 
 
 def _plain_sdist_tree(pin: lock.Lock, dest: Path) -> Path:
-    from vpq.compat import tarfile
+    from vpq.core.compat import tarfile
 
     sdist = fetch.fetch(pin.name, pin.sdist.filename, pin.sdist.sha256)
     with tarfile.open(sdist) as tar:

@@ -11,13 +11,14 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from vpq import build, fetch
-from vpq import git as g
-from vpq import venv as envs
 from vpq.contract import items as contract_items
-from vpq.contract import run as contract_run
 from vpq.contract import table as contract_table
 from vpq.contract import target as contract_target
+from vpq.envs import contract_run
+from vpq.envs import venv as envs
+from vpq.source import fetch
+from vpq.source import git as g
+from vpq.wheels import build
 
 from tests.conftest import REPO_ROOT
 from tests.integration.conftest import discover_at
@@ -139,7 +140,7 @@ def test_discovery_finds_new_calls_in_a_newer_upstream_by_itself() -> None:
     }
     assert all(
         "get_eagle3_default_aux_hidden_state_layers" not in p.read_text()
-        for p in Path(contract_run.__file__).parent.glob("*.py")
+        for p in [*contract_run.PACKAGE.glob("*.py"), Path(contract_run.__file__)]
     )
 
 

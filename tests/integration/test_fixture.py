@@ -3,7 +3,7 @@
 ``fixture_probe.py`` loads the generated directories the way the engine
 would, offline and without ``skip_tokenizer_init``; the GPU tests
 (tests/gpu) then only add the engine run. Expected numbers follow from
-``vpq.fixture`` and the probe's 224 x 168 pixel image: 16 x 12 patches of
+``vpq.checkpoints.fixture`` and the probe's 224 x 168 pixel image: 16 x 12 patches of
 14 pixels, merged 2 x 2 into 8 x 6 = 48 placeholder tokens.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from vpq import fixture
+from vpq.checkpoints import fixture
 
 from tests.integration.conftest import run_probe
 

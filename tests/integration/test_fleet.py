@@ -13,8 +13,9 @@ import pytest
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from vpq import build, lock, publish
-from vpq import venv as envs
+from vpq.envs import venv as envs
+from vpq.source import lock
+from vpq.wheels import build, publish
 
 from tests.conftest import REPO_ROOT
 from tests.fleet import Recipe, offline_env, run_steps, tool, uv_bin

@@ -1,6 +1,6 @@
 """Every public Kimi-K2.5 EAGLE-3 head shape, as a new user would meet it.
 
-Config-only heads (``vpq.fixture.write_eagle3_head``) on an 8-layer tiny
+Config-only heads (``vpq.checkpoints.fixture.write_eagle3_head``) on an 8-layer tiny
 Kimi-K2.5 target, through ``SpeculativeConfig(method="eagle3")``, the
 model registry, ``ModelConfig.use_mla`` and both model runners' aux-layer
 lookups (``tests/integration/head_matrix_probe.py``), in the patched wheel's
@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from vpq import fixture
+from vpq.checkpoints import fixture
 
 PROBE = Path(__file__).with_name("head_matrix_probe.py")
 TARGET_LAYERS = 8

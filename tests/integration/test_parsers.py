@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from vpq import fetch
+from vpq.source import fetch
 
 from tests.conftest import REPO_ROOT
 from tests.integration.conftest import run_in_venv

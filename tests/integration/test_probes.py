@@ -2,20 +2,21 @@
 patched wheel and on unpatched upstream vLLM 0.17.1 it holds for no patch.
 
 The rebase runs the same probes on each target release's unpatched tree
-(``vpq.rebase``); a probe that also held on 0.17.1 would absorb its patch
+(``vpq.move.rebase``); a probe that also held on 0.17.1 would absorb its patch
 everywhere, and one that failed on the patched wheel would absorb nothing.
 """
 
 from __future__ import annotations
 
-from vpq import probe, series
 from vpq.contract import table as contract_table
+from vpq.envs import probe_run
+from vpq.source import series
 
 from tests.conftest import REPO_ROOT
 
 
 def _verdicts(python, table: contract_table.Table) -> dict[str, tuple[bool, str]]:  # type: ignore[no-untyped-def]
-    return probe.run_all(python, REPO_ROOT, series.read_series(REPO_ROOT), None, table)
+    return probe_run.run_all(python, REPO_ROOT, series.read_series(REPO_ROOT), None, table)
 
 
 def test_every_patch_has_a_probe_and_each_holds_on_the_patched_wheel(

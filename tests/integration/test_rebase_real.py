@@ -14,10 +14,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from vpq import git as g
-from vpq import lock, rebase, series
-from vpq.contract import run as contract_run
 from vpq.contract import table as contract_table
+from vpq.envs import contract_run
+from vpq.move import rebase
+from vpq.source import git as g
+from vpq.source import lock, series
 
 from tests.conftest import REPO_ROOT
 

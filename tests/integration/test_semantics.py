@@ -6,7 +6,7 @@ one-line reason. Those declared import or attribute errors (the test reaches
 for an interface the series adds, so the failure shows only the dependency)
 are counted apart and listed in the run's output.
 
-Outcomes and failure kinds come from ``vpq.probe_report`` (the plugin the
+Outcomes and failure kinds come from ``vpq.envs.probe_report`` (the plugin the
 absorption probes use) run inside the venv."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from vpq import fetch, probe
+from vpq.envs import probe_run
+from vpq.source import fetch
 
 from tests.conftest import REPO_ROOT
 
@@ -47,19 +48,19 @@ def upstream_0_23_0_deepseek_eagle3(tmp_path_factory: pytest.TempPathFactory) ->
     )
 
 
-def run_semantics(python: Path, ref: Path, ref_eagle3: Path) -> probe.Report:
+def run_semantics(python: Path, ref: Path, ref_eagle3: Path) -> probe_run.Report:
     """Run tests/semantics with ``python``; return its outcomes and failures."""
     env = {
         "VPQ_UPSTREAM_DEEPSEEK_V2": str(ref),
         "VPQ_UPSTREAM_DEEPSEEK_EAGLE3": str(ref_eagle3),
     }
-    return probe.run_report(python, REPO_ROOT, ["tests/semantics"], None, env)
+    return probe_run.run_report(python, REPO_ROOT, ["tests/semantics"], None, env)
 
 
 @pytest.fixture(scope="module")
 def patched_report(
     patched_python, upstream_0_18_1_deepseek, upstream_0_23_0_deepseek_eagle3
-) -> probe.Report:
+) -> probe_run.Report:
     return run_semantics(patched_python, upstream_0_18_1_deepseek, upstream_0_23_0_deepseek_eagle3)
 
 

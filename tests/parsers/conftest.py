@@ -15,7 +15,7 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 pytest.importorskip("vllm")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
-from vpq import fixture  # noqa: E402
+from vpq.checkpoints import fixture  # noqa: E402
 
 
 @pytest.fixture(scope="session")

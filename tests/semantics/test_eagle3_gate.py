@@ -18,7 +18,7 @@ import pytest
 from tests.semantics import stubs, unpatched
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-from vpq import fixture  # noqa: E402
+from vpq.checkpoints import fixture  # noqa: E402
 
 
 def _target(kind: str, dest: Path) -> Path:

@@ -16,7 +16,7 @@ from pathlib import Path
 from tests.semantics import unpatched
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-from vpq import fixture  # noqa: E402
+from vpq.checkpoints import fixture  # noqa: E402
 
 
 @unpatched.fails_unpatched_with(

@@ -7,7 +7,7 @@ with ``trust_remote_code=True`` whatever the model config says, so building
 the multimodal processor for a Kimi-K2.5 checkpoint imports and runs the
 Python its ``preprocessor_config.json`` names even under
 ``--trust-remote-code=False``. The checkpoint is the tiny Kimi-K2.5 fixture
-(``vpq.fixture``), whose image processor is remote code; its module here
+(``vpq.checkpoints.fixture``), whose image processor is remote code; its module here
 also writes a marker file when imported, so the test sees whether the
 remote code ran. The path is vLLM's own: a real ``ModelConfig`` and
 ``MULTIMODAL_REGISTRY.create_processor``, what the engine does at start.
@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from vpq import fixture
+from vpq.checkpoints import fixture
 
 #: A line appended to the fixture's remote image-processor module: it runs
 #: when transformers imports the module, i.e. when the remote code runs.

@@ -93,7 +93,7 @@ def _vllm_config(tmp_path: Path, async_scheduling: bool | None) -> object:
         SpeculativeConfig,
         VllmConfig,
     )
-    from vpq import fixture
+    from vpq.checkpoints import fixture
 
     target = ModelConfig(model=str(_target("kimi_k25", tmp_path / "t")), skip_tokenizer_init=True)
     parallel = ParallelConfig(pipeline_parallel_size=2, distributed_executor_backend="mp")

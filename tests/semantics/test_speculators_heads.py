@@ -7,7 +7,7 @@ vLLM reads the format through ``SpeculatorsConfig``
 ``transformer_layer_config`` with the ``eagle3`` fields that
 ``update_eagle3`` copies over it; that config is the drafter's
 (``SpeculativeConfig``'s ``draft_model_config.hf_config``). The heads are
-``vpq.fixture.speculators_eagle3_config``, key for key what speculators
+``vpq.checkpoints.fixture.speculators_eagle3_config``, key for key what speculators
 0.9.0 writes (tests/data/speculators-0.9.0/). Rules: ``norm_before_fc``
 is copied (vllm PR #38111, v0.19.0); ``fc_norm`` and ``norm_output`` are
 copied (vllm PR #46488, v0.25.0); a layer that is not a Llama layer is not
@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-from vpq import fixture  # noqa: E402
+from vpq.checkpoints import fixture  # noqa: E402
 
 
 def drafter_config(head: Path):  # type: ignore[no-untyped-def]

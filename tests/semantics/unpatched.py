@@ -3,7 +3,7 @@ assertion: ``fails_unpatched_with`` markers shared by several files.
 
 tests/integration/test_semantics.py requires every semantic test to fail on
 0.17.1 on an assertion or on the exception its marker declares (read by
-``vpq.probe_report``); a ``dependency`` failure (the test stops before its
+``vpq.envs.probe_report``); a ``dependency`` failure (the test stops before its
 check because another part of the series is missing) is counted apart.
 Each marker's reason is the one line the issue asks for.
 """

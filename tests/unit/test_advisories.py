@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 import tomli_w
-from vpq import advisories, cli, staircase
+from vpq import cli
+from vpq.move import staircase
+from vpq.wheels import advisories
 
 from tests.conftest import REPO_ROOT
 from tests.unit.tiny_upstream import Upstream
@@ -204,7 +206,8 @@ def test_rebase_check_shows_an_advisory_fixed_at_the_checked_release(
 ) -> None:
     """``rebase --check 1.1`` reads the ledger: an advisory fixed in 1.1
     shows as fixed there, one still open at 1.1 does not."""
-    from vpq import rebase, series
+    from vpq.move import rebase
+    from vpq.source import series
 
     fixed, later = "GHSA-2222-3333-4444", "GHSA-5555-6666-7777"
     entry = {k: v for k, v in CARRIED.items() if k != "patch"} | {

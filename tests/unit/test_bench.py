@@ -1,13 +1,14 @@
 """``nox -s bench``'s installer cases: the contract check's wheel venv by
 pip and by uv in turn, each with its ratio to pip's case of the same round
-(``vpq.bench.installer_cases``; the bench runs them on upstream's wheel)."""
+(``vpq.checks.bench.installer_cases``; the bench runs them on upstream's wheel)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from vpq import bench, installer
+from vpq.checks import bench
+from vpq.envs import installer
 
 from tests.unit.tiny_upstream import _wheel
 

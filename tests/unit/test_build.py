@@ -1,4 +1,4 @@
-"""``vpq.build`` on the tiny upstream: the label names the series, the
+"""``vpq.wheels.build`` on the tiny upstream: the label names the series, the
 platform choice is checked against the lock, inputs that do not lint are
 refused, and ``dist/`` keeps one build (stale staging and other builds go)."""
 
@@ -7,8 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from vpq import build, lock, series
-from vpq.errors import VpqError
+from vpq import cli
+from vpq.core.errors import VpqError
+from vpq.source import lock, series
+from vpq.wheels import build
 
 from tests.unit.tiny_upstream import Upstream
 
@@ -50,3 +52,23 @@ def test_dist_keeps_one_build_and_no_stale_staging(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [new_x86.name, new_arm.name, other.name]
     )
+
+
+def test_a_build_parses_each_patch_once(
+    one_patch: Upstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`vpq build` reads its inputs once for the reuse check, the lint and
+    the build, whether it builds or reuses dist/."""
+    parsed: list[str] = []
+    real = series.parse_patch
+
+    def counted(root: Path, name: str) -> series.Patch:
+        parsed.append(name)
+        return real(root, name)
+
+    monkeypatch.setattr(series, "parse_patch", counted)
+    names = series.read_series(one_patch.root)
+    for _ in ("build", "reuse"):
+        parsed.clear()
+        assert cli.main(["--root", str(one_patch.root), "build", "--no-contract"]) == 0
+        assert parsed == names

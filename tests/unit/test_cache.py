@@ -9,8 +9,11 @@ import time
 from pathlib import Path
 
 from filelock import FileLock
-from vpq import build, cache, fetch, lock, venv
-from vpq.files import sha256_file
+from vpq.checks import cache
+from vpq.core.files import sha256_file
+from vpq.envs import venv
+from vpq.source import fetch, lock
+from vpq.wheels import build
 
 from tests.unit.test_cli import run_cli
 from tests.unit.tiny_upstream import FILES, Upstream, write_sdist

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from vpq.files import sha256_file
+from vpq.core.files import sha256_file
 
 from tests.unit.tiny_upstream import Upstream
 

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Protocol
 
 import pytest
-from vpq import venv
 from vpq.contract import items as contract_items
 from vpq.contract import probe as contract_probe
 from vpq.contract import table as contract_table
 from vpq.contract import target as contract_target
-from vpq.contract.run import first_time_plan
+from vpq.envs import venv
+from vpq.envs.contract_run import first_time_plan
 
 RUNNER = textwrap.dedent(
     """
@@ -305,7 +305,7 @@ def test_the_contract_reads_kimi_s_config_with_the_tiny_checkpoint_s_top_level_k
     """The probe makes Kimi-K2.5's config with ``Claim.checkpoint``, the
     top-level keys the tiny checkpoint writes (the contract imports no test
     checkpoints; this holds the two equal)."""
-    from vpq import fixture
+    from vpq.checkpoints import fixture
 
     kimi = contract_items.CLAIMS["KimiK25ForConditionalGeneration"]
     assert dict(kimi.checkpoint) == fixture.KIMI_K25_TOP_LEVEL
@@ -314,7 +314,7 @@ def test_the_contract_reads_kimi_s_config_with_the_tiny_checkpoint_s_top_level_k
 def test_a_first_contract_check_says_which_slow_steps_are_still_to_do(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``vpq build`` says it before the check (contract.run.first_time_plan):
+    """``vpq build`` says it before the check (contract_run.first_time_plan):
     the CPU deps venv only when it is not cached, the wheel's venv only when
     that is not, with the installer that will make it."""
     monkeypatch.setenv("VPQ_CACHE_DIR", str(tmp_path))

@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from vpq import fetch, native, venv
 from vpq.contract import items as contract_items
-from vpq.contract import run as contract_run
+from vpq.envs import contract_run, venv
+from vpq.source import fetch
+from vpq.wheels import native
 
 
 def test_no_index_and_no_pip_is_a_fetch_error(

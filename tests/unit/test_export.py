@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vpq import build, probe, series
-from vpq import git as g
+from vpq.source import git as g
+from vpq.source import probe, series
+from vpq.wheels import build
 
 from tests.unit.test_cli import assert_clean_error, run_cli, snapshot
 from tests.unit.test_queue_inputs import NEW_F20, WHY

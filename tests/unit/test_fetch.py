@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from vpq import fetch
+from vpq.source import fetch
 
 PAYLOAD = b"release bytes\n"
 GOOD_SHA = hashlib.sha256(PAYLOAD).hexdigest()
@@ -121,7 +121,7 @@ def test_a_download_says_how_much_arrived(index: str, capsys: pytest.CaptureFixt
 def test_the_index_is_vpqs_then_pips_then_pypis(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import subprocess
 
-    from vpq import fetch
+    from vpq.source import fetch
 
     monkeypatch.setattr(
         subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1, "", "")

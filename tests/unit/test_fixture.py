@@ -1,4 +1,4 @@
-"""The tiny Kimi-K2.5 fixture generator (``vpq.fixture``), without vLLM.
+"""The tiny Kimi-K2.5 fixture generator (``vpq.checkpoints.fixture``), without vLLM.
 
 What vLLM makes of the files is checked in tests/integration/test_fixture.py;
 here: which files are written, the config fields the engine and the EAGLE-3
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 from tokenizers import Tokenizer
-from vpq import cli, fixture
+from vpq import cli
+from vpq.checkpoints import fixture
 
 TEXTS = [
     "Hello, world!",

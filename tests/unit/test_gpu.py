@@ -1,4 +1,4 @@
-"""``vpq.gpu``: CUDA detection, the no-GPU path of ``nox -s gpu_tests``, wheel
+"""``vpq.envs.gpu``: CUDA detection, the no-GPU path of ``nox -s gpu_tests``, wheel
 selection and the pytest command line. The GPU run itself is tests/gpu."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import stat
 from pathlib import Path
 
 import pytest
-from vpq import build, gpu
+from vpq.envs import gpu
+from vpq.wheels import build
 
 from tests.unit.tiny_upstream import Upstream
 

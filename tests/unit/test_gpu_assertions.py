@@ -8,7 +8,7 @@ import copy
 from pathlib import Path
 
 import pytest
-from vpq import fixture
+from vpq.checkpoints import fixture
 
 from tests.gpu import test_eagle3_engine as gt
 from tests.gpu import test_eagle3_heads as ht

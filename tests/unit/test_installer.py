@@ -1,6 +1,6 @@
 """Local wheel files go into the tool's venvs by uv where it is installed,
 by pip otherwise, and either way the venv holds the same distributions and
-files (``vpq.installer``; used by ``venv.wheel_env`` and the engine tier's
+files (``vpq.envs.installer``; used by ``venv.wheel_env`` and the engine tier's
 base venv)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from vpq import installer, venv
-from vpq.installer import InstallerError
+from vpq.envs import installer, venv
+from vpq.envs.installer import InstallerError
 
 from tests.unit.tiny_upstream import _wheel
 

@@ -1,7 +1,7 @@
 from pathlib import Path
 
 import pytest
-from vpq import lock
+from vpq.source import lock
 
 GOOD = f"""
 [upstream]

@@ -1,4 +1,4 @@
-"""``vpq.move_check``: a move from a clean clone finishes unattended only
+"""``vpq.move.move_check``: a move from a clean clone finishes unattended only
 with the resolutions recorded in the repository, and its report names what
 it replayed, kept and dropped and each kept probe that does not pass.
 
@@ -13,9 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from vpq import git as g
-from vpq import move_check, rebase, rerere
-from vpq.errors import VpqError
+from vpq.core.errors import VpqError
+from vpq.move import move_check, rebase
+from vpq.source import git as g
+from vpq.source import rerere
 
 from tests.unit.test_rebase_rerere import A, B, inputs, record_both_resolutions, two  # noqa: F401
 from tests.unit.tiny_upstream import Upstream

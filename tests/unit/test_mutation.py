@@ -1,4 +1,4 @@
-"""The mutation check's verdict (``vpq.mutation.judge``): a patch is caught
+"""The mutation check's verdict (``vpq.checks.mutation.judge``): a patch is caught
 only when a test of its probe fails on an assertion or on the error it fixes."""
 
 from __future__ import annotations
@@ -8,16 +8,17 @@ import tomllib
 from pathlib import Path
 
 import tomli_w
-from vpq import mutation, probe, series
-from vpq.contract import run as contract_run
-from vpq.files import sha256_file
+from vpq.checks import mutation
+from vpq.core.files import sha256_file
+from vpq.envs import contract_run, probe_run
+from vpq.source import probe, series
 
 from tests.conftest import REPO_ROOT
 from tests.unit.test_cli import run_cli
 from tests.unit.tiny_upstream import Upstream
 
 P = probe.Probe("x.patch", tests=("t.py::test_a", "t.py::test_b"), exclude=("t.py::test_b[2]",))
-WHOLE = probe.Report(
+WHOLE = probe_run.Report(
     {"t.py::test_a": "passed", "t.py::test_b[1]": "passed", "t.py::test_b[2]": "failed"}, {}
 )
 
@@ -28,7 +29,7 @@ def _failed(kind: str) -> dict[str, str]:
 
 def test_a_test_failing_on_an_assertion_or_the_fixed_error_catches_the_patch() -> None:
     for kind in ("assertion", "declared-error"):
-        mutant = probe.Report(
+        mutant = probe_run.Report(
             {"t.py::test_a": "failed", "t.py::test_b[1]": "passed"}, {"t.py::test_a": _failed(kind)}
         )
         v = mutation.judge(P, WHOLE, mutant)
@@ -36,7 +37,7 @@ def test_a_test_failing_on_an_assertion_or_the_fixed_error_catches_the_patch() -
 
 
 def test_failing_only_on_a_dependency_or_an_import_misses_it() -> None:
-    mutant = probe.Report(
+    mutant = probe_run.Report(
         {"t.py::test_a": "failed", "t.py": "error"},
         {"t.py::test_a": _failed("declared-dependency"), "t.py": _failed("undeclared")},
     )
@@ -46,9 +47,9 @@ def test_failing_only_on_a_dependency_or_an_import_misses_it() -> None:
 
 
 def test_passing_without_the_patch_misses_it_and_a_red_baseline_proves_nothing() -> None:
-    passing = probe.Report({"t.py::test_a": "passed", "t.py::test_b[1]": "passed"}, {})
+    passing = probe_run.Report({"t.py::test_a": "passed", "t.py::test_b[1]": "passed"}, {})
     assert mutation.judge(P, WHOLE, passing).status == mutation.MISSED
-    red = probe.Report({**WHOLE.outcomes, "t.py::test_a": "failed"}, {})
+    red = probe_run.Report({**WHOLE.outcomes, "t.py::test_a": "failed"}, {})
     assert mutation.judge(P, red, passing).status == mutation.BASELINE
     assert mutation.judge(probe.Probe("y", tests=("u.py",)), WHOLE, passing).status == (
         mutation.NO_TESTS

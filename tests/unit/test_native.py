@@ -9,8 +9,8 @@ import json
 import zipfile
 from pathlib import Path
 
-from vpq import audit, native, wheel
-from vpq.files import record_hash
+from vpq.core.files import record_hash
+from vpq.wheels import audit, native, wheel
 
 from tests.unit.tiny_upstream import Upstream
 

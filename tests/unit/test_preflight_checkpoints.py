@@ -232,7 +232,8 @@ def test_the_docs_in_repo_command_runs_as_written_without_the_tools_dependencies
 
 
 def test_the_tiny_checkpoints_command_writes_pairs_the_preflight_passes(tmp_path: Path) -> None:
-    from vpq import cli, fixture
+    from vpq import cli
+    from vpq.checkpoints import fixture
 
     assert cli.main(["fixture", str(tmp_path)]) == 0
     target = tmp_path / fixture.TARGET_DIR

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import verify_install as vi
-from vpq import fixture
+from vpq.checkpoints import fixture
 
 from tests import heads
 from tests.unit.test_preflight_vllm import SPECULATORS_017, fake_vllm

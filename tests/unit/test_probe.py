@@ -14,9 +14,10 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from vpq import lock, probe, rebase, series, staircase
-from vpq.contract import run as contract_run
 from vpq.contract import table as contract_table
+from vpq.envs import contract_run, probe_run
+from vpq.move import rebase, staircase
+from vpq.source import lock, probe, series
 
 from tests.unit.tiny_upstream import MOD, Upstream, publish, replace_line
 
@@ -160,14 +161,14 @@ def test_contract_items_hold_only_where_discovered_with_an_ok_and_no_gap() -> No
         where={},
     )
     media = probe.Probe("x", contract=("config.media_placeholder_token_id",))
-    assert probe.contract_verdict(media, table) == (True, "contract: 1 of 1 hold")
+    assert probe_run.contract_verdict(media, table) == (True, "contract: 1 of 1 hold")
     gate = probe.Probe("x", contract=("supports_eagle3(model)",))
-    assert probe.contract_verdict(gate, table) == (
+    assert probe_run.contract_verdict(gate, table) == (
         False,
         "contract: supports_eagle3(model) does not hold",
     )
     gone = probe.Probe("x", contract=("config.image_token_index",))
-    assert probe.contract_verdict(gone, table)[1] == (
+    assert probe_run.contract_verdict(gone, table)[1] == (
         "contract: config.image_token_index not found in the target's source"
     )
 

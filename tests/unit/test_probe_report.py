@@ -1,4 +1,4 @@
-"""The probe plugin's record of how each test failed (``vpq.probe_report``):
+"""The probe plugin's record of how each test failed (``vpq.envs.probe_report``):
 what the negative controls and the mutation check count."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from vpq import probe
+from vpq.envs import probe_run
 
 SUITE = """
 import pytest
@@ -69,7 +69,7 @@ def test_a_fixture_error_is_recorded_too(broken):
 
 def test_each_failure_is_recorded_with_its_kind_exception_and_reason(tmp_path: Path) -> None:
     (tmp_path / "test_suite.py").write_text(SUITE)
-    report = probe.run_report(Path(sys.executable), tmp_path, ["test_suite.py"], None)
+    report = probe_run.run_report(Path(sys.executable), tmp_path, ["test_suite.py"], None)
     kinds = {n.split("::")[1]: f["kind"] for n, f in report.failures.items()}
     assert kinds == {
         "test_fails_on_its_assertion": "assertion",
@@ -91,7 +91,7 @@ def test_each_failure_is_recorded_with_its_kind_exception_and_reason(tmp_path: P
 
 def test_a_file_that_does_not_collect_is_an_undeclared_failure(tmp_path: Path) -> None:
     (tmp_path / "test_broken.py").write_text("import no_such_module_here\n")
-    report = probe.run_report(Path(sys.executable), tmp_path, ["test_broken.py"], None)
+    report = probe_run.run_report(Path(sys.executable), tmp_path, ["test_broken.py"], None)
     assert report.outcomes == {"test_broken.py": "error"}
     failure = report.failures["test_broken.py"]
     assert failure["kind"] == "undeclared" and "no_such_module_here" in failure["exception"]

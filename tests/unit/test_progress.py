@@ -8,7 +8,7 @@ import re
 import time
 
 import pytest
-from vpq import progress
+from vpq.core import progress
 
 
 class Terminal(io.StringIO):

@@ -12,8 +12,8 @@ from urllib.parse import unquote
 import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
-from vpq import build, publish
-from vpq.files import sha256_file
+from vpq.core.files import sha256_file
+from vpq.wheels import build, publish
 
 from tests.fleet import pip_install, uv_bin, uv_install
 from tests.unit.test_cli import assert_clean_error, run_cli

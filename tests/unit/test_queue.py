@@ -7,9 +7,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from vpq import build, queue, series
-from vpq import git as g
-from vpq.compat import tarfile
+from vpq.core.compat import tarfile
+from vpq.source import git as g
+from vpq.source import queue, series
+from vpq.wheels import build
 
 from tests.unit.tiny_upstream import MOD, Upstream, replace_line
 

@@ -8,8 +8,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from vpq import build, queue, series
-from vpq import git as g
+from vpq.source import git as g
+from vpq.source import queue, series
+from vpq.wheels import build
 
 from tests.conftest import REPO_ROOT
 from tests.unit.test_cli import assert_clean_error, run_cli, snapshot

@@ -7,7 +7,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from vpq import probe, rebase, series
+from vpq.move import rebase
+from vpq.source import probe, series
 
 
 def _patch(name: str, files: tuple[str, ...], new: tuple[str, ...] = ()) -> series.Patch:

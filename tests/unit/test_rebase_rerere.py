@@ -12,8 +12,11 @@ import json
 from pathlib import Path
 
 import pytest
-from vpq import build, cli, lock, rebase, rerere, series, staircase
-from vpq import git as g
+from vpq import cli
+from vpq.move import rebase, staircase
+from vpq.source import git as g
+from vpq.source import lock, rerere, series
+from vpq.wheels import build
 
 from tests.unit.tiny_upstream import MOD, Upstream, publish, replace_line
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vpq import fixture, scripted
+from vpq.checkpoints import fixture, scripted
 
 
 def test_script_is_the_tokenizers_encoding_of_its_text() -> None:

@@ -1,7 +1,7 @@
 from pathlib import Path
 
 import pytest
-from vpq import series
+from vpq.source import series
 
 from tests.unit.tiny_upstream import Upstream
 

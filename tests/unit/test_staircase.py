@@ -8,7 +8,8 @@ import json
 import re
 from pathlib import Path
 
-from vpq import probe, rebase, series, staircase
+from vpq.move import rebase, staircase
+from vpq.source import probe, series
 
 from tests.unit.tiny_upstream import Upstream
 

@@ -14,7 +14,13 @@ MODULES = sorted(PACKAGE.rglob("*.py"))
 SOURCES = [*MODULES, REPO_ROOT / "scripts" / "verify_install.py"]
 MAX_LINES = 60
 #: The contract package's modules in the one order they may import each other.
-CONTRACT_ORDER = ["items", "target", "drafter", "table", "run"]
+CONTRACT_ORDER = ["items", "target", "drafter", "table"]
+#: The sub-packages of ``vpq``, lowest first: a module imports only from its
+#: own sub-package and those before it (``cli`` and ``__main__``, on top,
+#: from any).
+LAYERS = ["core", "contract", "checkpoints", "source", "wheels", "envs", "move", "checks"]
+#: The modules outside every sub-package.
+TOP = {"vpq", "vpq.cli", "vpq.__main__"}
 
 
 def _module(path: Path) -> str:
@@ -72,10 +78,42 @@ def test_imports_inside_the_package_go_one_way() -> None:
     assert _cycle(graph) is None, f"import cycle: {' -> '.join(_cycle(graph) or [])}"
 
 
-def test_the_contract_imports_items_then_target_drafter_table_run() -> None:
+def _layer(module: str) -> int:
+    """The rank of ``module``'s sub-package in ``LAYERS``; above them all for ``TOP``."""
+    return len(LAYERS) if module in TOP else LAYERS.index(module.split(".")[1])
+
+
+def test_every_module_but_the_command_line_sits_in_a_sub_package() -> None:
+    flat = {_module(p) for p in MODULES if len(_module(p).split(".")) < 3} - TOP
+    assert flat == {f"vpq.{layer}" for layer in LAYERS}
+
+
+def test_sub_packages_import_only_from_those_below() -> None:
+    """Across sub-packages an import goes down ``LAYERS``, never up or
+    sideways, so the sub-packages' own graph has no cycle either; their
+    ``__init__`` files import nothing."""
+    graph = _graph()
+    upward = sorted(
+        f"{m} -> {dep}"
+        for m, deps in graph.items()
+        for dep in deps
+        if _layer(dep) != _layer(m) and _layer(dep) > _layer(m)
+    )
+    assert upward == []
+    packages = {f"vpq.{layer}" for layer in LAYERS}
+    between = {
+        layer: {LAYERS[_layer(d)] for m in graph if m.split(".")[1:2] == [layer] for d in graph[m]}
+        - {layer}
+        for layer in LAYERS
+    }
+    assert _cycle({k: {d for d in v if d in between} for k, v in between.items()}) is None
+    assert {p: graph[p] for p in packages} == {p: set() for p in packages}
+
+
+def test_the_contract_imports_items_then_target_drafter_table() -> None:
     """Each module of ``vpq.contract`` imports only those before it in
     ``CONTRACT_ORDER``; the probe and the package's ``__init__`` import none
-    of them, and the contract imports no test checkpoints (``vpq.fixture``)."""
+    of them, and the contract imports no test checkpoints (``vpq.checkpoints.fixture``)."""
     graph = _graph()
     order = [f"vpq.contract.{m}" for m in CONTRACT_ORDER]
     backwards = {
@@ -86,7 +124,7 @@ def test_the_contract_imports_items_then_target_drafter_table_run() -> None:
     }
     assert backwards == set()
     assert graph["vpq.contract"] == graph["vpq.contract.probe"] == set()
-    assert not any("vpq.fixture" in graph[m] for m in order)
+    assert not any("vpq.checkpoints.fixture" in graph[m] for m in order)
 
 
 def test_every_public_function_and_class_has_a_docstring() -> None:
@@ -102,17 +140,18 @@ def test_every_public_function_and_class_has_a_docstring() -> None:
 
 def test_the_package_docstring_names_every_module() -> None:
     """``vpq/__init__.py`` names each module (``contract.items`` for one in
-    the contract package), and the contract package's own docstring names
-    each of its modules."""
+    the contract package), and each sub-package's own docstring names each
+    of its modules."""
     index = (PACKAGE / "__init__.py").read_text()
     names = [_module(p).removeprefix("vpq.") for p in MODULES if p.stem != "__init__"]
     unnamed = [m for m in names if f"``{m}``" not in index]
-    contract = (PACKAGE / "contract" / "__init__.py").read_text()
-    unnamed += [
-        f"contract/{p.stem}"
-        for p in (PACKAGE / "contract").glob("*.py")
-        if p.stem != "__init__" and f"``{p.stem}``" not in contract
-    ]
+    for layer in LAYERS:
+        own = (PACKAGE / layer / "__init__.py").read_text()
+        unnamed += [
+            f"{layer}/{p.stem}"
+            for p in (PACKAGE / layer).glob("*.py")
+            if p.stem != "__init__" and f"``{p.stem}``" not in own
+        ]
     assert unnamed == []
 
 

@@ -1,4 +1,4 @@
-"""The supported Pythons are stated once (``vpq.supported.MINIMUM``), agree
+"""The supported Pythons are stated once (``vpq.core.supported.MINIMUM``), agree
 with pyproject.toml, README and docs/build.md, and README's first command
 refuses an older Python in one sentence before it does any work."""
 
@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from vpq import supported
+from vpq.core import supported
 
 from tests.conftest import REPO_ROOT
 from tests.pythons import find_minor
@@ -21,7 +21,7 @@ from tests.unit.test_readme_commands import readme_commands
 
 #: What an unsupported Python parses before the check refuses it: the
 #: noxfile (whole, it is compiled before it runs) and the modules it imports first.
-FIRST_MODULES = ("__init__", "errors", "supported")
+FIRST_MODULES = ("__init__", "core/__init__", "core/errors", "core/supported")
 CHECKED_FIRST = ["noxfile.py", *(f"scripts/vpq/{m}.py" for m in FIRST_MODULES)]
 
 

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from vpq import venv
+from vpq.envs import venv
 
 
 @pytest.mark.skipif(shutil.which("hardlink") is None, reason="util-linux hardlink not installed")

@@ -1,4 +1,4 @@
-"""The staircase's verdict cache (``vpq.verdicts``): an unchanged
+"""The staircase's verdict cache (``vpq.move.verdicts``): an unchanged
 ``--check`` is answered from the cache; a changed patch replays the series
 but keeps the target's judgement (contract and probes); changed probe code
 judges the target again; ``--no-cache`` recomputes everything.
@@ -15,8 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from vpq import cache, fetch, probe, rebase, series
-from vpq.staircase import Report
+from vpq.checks import cache
+from vpq.envs import probe_run
+from vpq.move import rebase
+from vpq.move.staircase import Report
+from vpq.source import fetch, probe, series
 
 from tests.unit.tiny_upstream import MOD, Upstream, publish
 
@@ -44,7 +47,7 @@ def probed(one_patch: Upstream, monkeypatch: pytest.MonkeyPatch) -> Counter[str]
 
         return call
 
-    monkeypatch.setattr(probe, "run", counted("probe runs", probe.run))
+    monkeypatch.setattr(probe_run, "run", counted("probe runs", probe_run.run))
     monkeypatch.setattr(rebase, "_begin", counted("replays", rebase._begin))
     return calls
 

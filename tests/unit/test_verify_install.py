@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 import verify_install as vi
-from vpq import build
 from vpq.contract import items as contract_items
+from vpq.wheels import build
 
 from tests.conftest import REPO_ROOT
 from tests.unit.tiny_upstream import Upstream

@@ -8,8 +8,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from vpq import audit, build, wheel
-from vpq.files import sha256_file
+from vpq.core.files import sha256_file
+from vpq.wheels import audit, build, wheel
 
 from tests.unit.tiny_upstream import MOD, Upstream, replace_line
 

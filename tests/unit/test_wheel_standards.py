@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from packaging.utils import parse_wheel_filename
-from vpq import audit, build, wheel
-from vpq.files import sha256_file
+from vpq.core.files import sha256_file
+from vpq.wheels import audit, build, wheel
 
 from tests.unit.tiny_upstream import Upstream
 

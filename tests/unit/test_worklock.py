@@ -3,6 +3,7 @@ or fails at once with --no-wait; a killed holder blocks nobody."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import subprocess
@@ -10,7 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from vpq import worklock
+from vpq import cli
+from vpq.core import worklock
 
 from tests.unit.test_cli import assert_clean_error, run_cli, snapshot
 from tests.unit.tiny_upstream import Upstream
@@ -52,6 +54,27 @@ def test_no_wait_fails_at_once_and_changes_nothing(one_patch: Upstream) -> None:
     assert snapshot(root) == before
 
 
+def test_every_command_taking_no_wait_holds_the_lock() -> None:
+    """--no-wait and the lock come from one declaration beside each command's
+    parser: a command accepts the flag exactly when it holds the lock."""
+    ap = cli.parser()
+    (sub,) = [a for a in ap._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, p in sub.choices.items():
+        takes = any("--no-wait" in a.option_strings for a in p._actions)
+        assert bool(p.get_default("holds_lock")) == takes, name
+    assert ap.parse_args(["move-check"]).holds_lock
+    assert not ap.parse_args(["lint"]).holds_lock
+
+
+def test_move_check_no_wait_fails_at_once_while_held(one_patch: Upstream) -> None:
+    root = one_patch.root
+    before = snapshot(root)
+    with worklock.held(root, "build"):
+        proc = run_cli(root, "move-check", "--no-wait")
+    assert_clean_error(proc, "build/.vpq.lock is held by `vpq build` (pid", "--no-wait")
+    assert snapshot(root) == before
+
+
 def test_concurrent_builds_both_succeed(one_patch: Upstream) -> None:
     root = one_patch.root
     children = [_start_cli(root, "build", "--no-contract") for _ in range(3)]
@@ -66,7 +89,7 @@ def test_a_killed_holder_does_not_block_the_next_command(one_patch: Upstream) ->
         [
             sys.executable,
             "-c",
-            "import sys, time; from pathlib import Path; from vpq import worklock\n"
+            "import sys, time; from pathlib import Path; from vpq.core import worklock\n"
             "with worklock.held(Path(sys.argv[1]), 'build'):\n"
             "    print('held', flush=True); time.sleep(600)\n",
             str(root),

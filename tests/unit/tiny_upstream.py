@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from vpq import fetch, lock, queue, releases, series, tree
-from vpq import git as g
-from vpq.contract import run as contract_run
 from vpq.contract import table as contract_table
-from vpq.files import sha256_file
+from vpq.core.files import sha256_file
+from vpq.envs import contract_run
+from vpq.move import releases
+from vpq.source import fetch, lock, queue, series, tree
+from vpq.source import git as g
 
 MOD = "".join(f"def f{i}():\n    return {i}\n\n\n" for i in range(30))
 VERSION_PY = textwrap.dedent(

@@ -12,11 +12,15 @@ Its modules import one way, each only from those before it:
 - ``drafter``: the drafter side (the proposer's use of the head, the
   speculative-decoding registry);
 - ``table``: the verdict table;
-- ``run``: discovery of both sides, the check in an interpreter that imports
-  vLLM, and its inputs (a wheel, a tree at a ref, their CPU venvs);
-- ``probe``: the standard-library script that ``run`` hands to that
-  interpreter (it imports nothing from ``vpq``).
+- ``probe``: the standard-library script that ``vpq.envs.contract_run``
+  hands to an interpreter that imports vLLM (it imports nothing from
+  ``vpq``).
+
+The package reads vLLM's source with ``ast`` and imports nothing of ``vpq``
+outside it but ``vpq.core``: discovery of both sides, the check in an
+interpreter that imports vLLM, and its inputs (a wheel, a tree at a ref,
+their CPU venvs) are ``vpq.envs.contract_run``, a layer above.
 
 This file imports none of them, so ``vpq.contract.items`` can be imported
-(by ``build``) without the rest.
+(by ``vpq.wheels.build``) without the rest.
 """

@@ -42,7 +42,7 @@ from vpq.contract.items import (
     is_self_attr,
     proposer_classes,
 )
-from vpq.errors import VpqError
+from vpq.core.errors import VpqError
 
 _MODELS = "vllm.model_executor.models."
 

@@ -12,7 +12,7 @@ import ast
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from vpq.errors import VpqError
+from vpq.core.errors import VpqError
 
 RUNNER = "vllm/v1/worker/gpu_model_runner.py"
 #: The opt-in model runner (``VLLM_USE_V2_MODEL_RUNNER``), where it exists.
@@ -64,7 +64,8 @@ CLAIMS = {
         "kimi_k25",
         "deepseek_v3",
         "vllm.model_executor.models.kimi_k25",
-        # the tiny checkpoint's ids (vpq.fixture.KIMI_K25_TOP_LEVEL, held equal by a test)
+        # the tiny checkpoint's ids (vpq.checkpoints.fixture.KIMI_K25_TOP_LEVEL,
+        # held equal by a test)
         {
             "media_placeholder_token_id": 1000,
             "pad_token_id": 0,

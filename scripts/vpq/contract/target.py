@@ -26,7 +26,7 @@ Nothing is hard-coded about *which* calls exist: a newer runner that calls
 something new on the model shows up as a new row.
 
 Checking needs the classes, so it runs inside a venv with the wheel
-installed (``vpq.contract.run``).
+installed (``vpq.envs.contract_run``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,12 @@
+"""The bottom layer: what every other part of ``vpq`` stands on, and that
+imports nothing of ``vpq`` outside this package.
+
+``errors`` (the base exception), ``files`` (atomic writes, hashes, shared
+constants), ``proc`` (child processes, the probe line protocol),
+``progress`` (long steps' progress lines), ``workspace`` (the paths under
+``build/`` and ``dist/``), ``worklock`` (one command at a time on a
+checkout), ``supported`` (the oldest Python the tool runs on) and
+``compat`` (standard-library features newer than that Python).
+
+This file imports none of them.
+"""
