@@ -39,6 +39,11 @@ One module per noun:
   (the moved series on a real CPU engine of the new release);
 - checking the tests: ``mutation`` (each patch taken out in turn, its probe
   must fail);
+- upstream's own tests on the patched tree: ``peer_list`` (peer-tests.toml
+  and peer-expected.toml, held to the series), ``peer_env`` (the unpatched
+  and patched venvs over the CPU engine's, upstream's tests/ tree, the Hub
+  stand-ins), ``peer_run`` (each file run on both), ``peer_report``
+  (regressions, what the tests that did not run need, the report);
 - the rest: ``proc`` (child processes, the probe line protocol), ``bench``
   (timings), ``progress`` (long steps' progress lines), ``cache`` (the cache's
   sizes and pruning), ``errors`` (the base exception), ``cli`` and ``__main__``

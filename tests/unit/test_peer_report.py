@@ -1,0 +1,104 @@
+"""The peer-test report: per file both sides' counts; a test that passes
+unpatched and not patched is a regression, explained only by
+peer-expected.toml; tests that ran on neither side are counted by what they
+need (the Hub, a GPU) with their reasons; the files are written atomically.
+And the runner on a real pytest: outcomes and skip reasons per node id."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from vpq import peer_run
+from vpq.peer_list import Expected
+from vpq.peer_report import FileResult, Report, Side, need_of, render, write
+
+FILE = "tests/v1/test_x.py"
+HUB = "OSError: We couldn't connect to 'https://huggingface.co' to load the files"
+
+
+def _report(expected: list[Expected] | None = None) -> Report:
+    unpatched = Side(
+        {f"{FILE}::a": "passed", f"{FILE}::b": "passed", f"{FILE}::c": "failed",
+         f"{FILE}::d": "error", f"{FILE}::e": "skipped"},
+        {f"{FILE}::c": "AssertionError: x", f"{FILE}::d": HUB, f"{FILE}::e": "requires CUDA"},
+        1.0,
+    )  # fmt: skip
+    patched = Side(
+        {f"{FILE}::a": "passed", f"{FILE}::b": "failed", f"{FILE}::c": "passed",
+         f"{FILE}::d": "error", f"{FILE}::e": "skipped"},
+        {f"{FILE}::b": "AssertionError: y", f"{FILE}::d": HUB, f"{FILE}::e": "requires CUDA"},
+        2.0,
+    )  # fmt: skip
+    return Report("0.17.1", [FileResult(FILE, ["vllm/x.py"], unpatched, patched)], expected or [])
+
+
+def test_a_test_passing_unpatched_and_failing_patched_is_an_unexplained_regression() -> None:
+    report = _report()
+    (reg,) = report.unexplained()
+    assert (reg.test, reg.patched, reg.reason) == (f"{FILE}::b", "failed", "AssertionError: y")
+    assert report.fixed() == [f"{FILE}::c"]
+    assert "UNEXPLAINED" in render(report)
+
+
+def test_an_expected_entry_explains_the_regression() -> None:
+    report = _report([Expected(f"{FILE}::b", "v1/x.patch", "on purpose")])
+    assert report.unexplained() == []
+    (reg,) = report.regressions()
+    assert reg.expected is not None and "on purpose" in render(report)
+
+
+def test_a_collection_error_patched_regresses_every_test_that_passed() -> None:
+    unpatched = Side({f"{FILE}::a": "passed"}, {}, 1.0)
+    patched = Side({FILE: "error"}, {FILE: "ImportError: cannot import name 'X'"}, 1.0)
+    report = Report("0.17.1", [FileResult(FILE, [], unpatched, patched)])
+    (reg,) = report.unexplained()
+    assert reg.patched == "error"
+
+
+def test_tests_run_on_neither_side_are_counted_by_what_they_need() -> None:
+    needs = _report().needs()
+    assert needs == {"hub": {HUB: 1}, "gpu": {"requires CUDA": 1}}
+    assert need_of("something else") == "other"
+
+
+def test_counts_per_file_and_side() -> None:
+    f = _report().files[0]
+    assert f.unpatched.counts() == {"passed": 2, "failed": 1, "skipped": 1, "error": 1}
+    assert f.patched.counts() == {"passed": 2, "failed": 1, "skipped": 1, "error": 1}
+
+
+def test_the_report_is_written_as_text_and_json(tmp_path: Path) -> None:
+    text, js = write(_report(), tmp_path)
+    assert text.read_text().startswith("peer tests: upstream vllm 0.17.1")
+    data = json.loads(js.read_text())
+    assert data["unexplained"] == [f"{FILE}::b"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["peer-tests.json", "peer-tests.txt"]
+
+
+def test_the_runner_records_outcomes_and_skip_reasons_per_node(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    (tree / "tests").mkdir(parents=True)
+    (tree / "tests" / "test_t.py").write_text(
+        "import pytest\n"
+        "def test_ok(): pass\n"
+        "def test_bad(): assert 1 == 2\n"
+        "@pytest.mark.skip(reason='needs a GPU')\n"
+        "def test_gpu(): pass\n"
+    )
+    side = peer_run.run_file(Path(sys.executable), tree, ["tests/test_t.py"], tmp_path / "log")
+    assert side.outcomes == {
+        "tests/test_t.py::test_ok": "passed",
+        "tests/test_t.py::test_bad": "failed",
+        "tests/test_t.py::test_gpu": "skipped",
+    }
+    assert side.reasons["tests/test_t.py::test_gpu"] == "needs a GPU"
+    assert side.reasons["tests/test_t.py::test_bad"].startswith("AssertionError")
+
+
+def test_only_selectors_pick_their_file() -> None:
+    only = [f"{FILE}::test_a", "tests/other.py"]
+    assert peer_run.targets_for(FILE, only) == [f"{FILE}::test_a"]
+    assert peer_run.targets_for("tests/none.py", only) is None
+    assert peer_run.targets_for(FILE, None) == [FILE]
