@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from vpq import peer_run
-from vpq.peer_list import Expected
+from vpq.peer_list import Expected, PeerList
 from vpq.peer_report import FileResult, Report, Side, need_of, render, write
 
 FILE = "tests/v1/test_x.py"
@@ -102,3 +102,19 @@ def test_only_selectors_pick_their_file() -> None:
     assert peer_run.targets_for(FILE, only) == [f"{FILE}::test_a"]
     assert peer_run.targets_for("tests/none.py", only) is None
     assert peer_run.targets_for(FILE, None) == [FILE]
+
+
+def test_a_grouped_run_splits_one_process_s_outcomes_by_file(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    (tree / "tests").mkdir(parents=True)
+    for name in ("a", "b"):
+        (tree / "tests" / f"test_{name}.py").write_text(
+            "def test_one(): pass\ndef test_two(): pass\n"
+        )
+    envs = peer_run.Envs(Path(sys.executable), Path(sys.executable), tree, "1.0", tmp_path / "hf")
+    chosen = PeerList({"vllm/x.py": ("tests/test_a.py", "tests/test_b.py")}, {}, ())
+    only = ["tests/test_a.py::test_one", "tests/test_b.py"]
+    a, b = peer_run.run_grouped(envs, chosen, tmp_path / "logs", only)
+    assert a.unpatched.outcomes == {"tests/test_a.py::test_one": "passed"}
+    assert set(b.patched.outcomes) == {"tests/test_b.py::test_one", "tests/test_b.py::test_two"}
+    assert a.sources == ["vllm/x.py"]
