@@ -43,7 +43,8 @@ One module per noun:
   and peer-expected.toml, held to the series), ``peer_env`` (the unpatched
   and patched venvs over the CPU engine's, upstream's tests/ tree, the Hub
   stand-ins), ``peer_run`` (each file run on both), ``peer_report``
-  (regressions, what the tests that did not run need, the report);
+  (regressions, what the tests that did not run need, the report),
+  ``peer_backports`` (backport-tests.toml: a backport's source tests);
 - the rest: ``proc`` (child processes, the probe line protocol), ``bench``
   (timings), ``progress`` (long steps' progress lines), ``cache`` (the cache's
   sizes and pruning), ``errors`` (the base exception), ``cli`` and ``__main__``

@@ -21,6 +21,7 @@ from vpq import (
     lock,
     move_check,
     mutation,
+    peer_backports,
     peer_env,
     peer_list,
     peer_report,
@@ -140,11 +141,13 @@ def cmd_peer_tests(ns: argparse.Namespace) -> int:
     out = Workspace(root).build
     if ns.candidates:
         return _peer_candidates(root, out)
-    report = peer_run.run_tier(root, out, ns.only or None)
+    only: list[str] | None = [] if ns.backports_only else (ns.only or None)
+    backports = ns.backports_only or (only is None and not ns.no_backports)
+    report = peer_run.run_tier(root, out, only, backports)
     text, js = peer_report.write(report, out)
     print(peer_report.render(report), end="")
     print(f"written: {text} and {js}")
-    return 1 if report.unexplained() else 0
+    return 1 if report.failed() else 0
 
 
 def _peer_candidates(root: Path, out: Path) -> int:
@@ -305,6 +308,8 @@ def cmd_lint(ns: argparse.Namespace) -> int:
         problems += advisories.lint(root)
     if series_ok and (root / peer_list.PEER_FILE).is_file():
         problems += peer_list.lint(root)
+    if series_ok:
+        problems += peer_backports.lint(root)
     for p in problems:
         print(p, file=sys.stderr)
     if not problems:
@@ -505,6 +510,28 @@ def _add_bench(sub: Subparsers) -> None:
     bn.set_defaults(func=cmd_bench)
 
 
+def _add_peer_tests(sub: Subparsers, locking: argparse.ArgumentParser) -> None:
+    """``vpq peer-tests``."""
+    pt = sub.add_parser(
+        "peer-tests",
+        parents=[locking],
+        help="upstream's own tests for the files the series changes, unpatched and patched "
+        "(nox -s peer_tests)",
+    )
+    pt.add_argument("--only", nargs="*", help="node ids (or files) within the chosen files")
+    pt.add_argument(
+        "--candidates", action="store_true", help="list upstream's test files per changed file"
+    )
+    which = pt.add_mutually_exclusive_group()
+    which.add_argument(
+        "--no-backports", action="store_true", help=f"skip {peer_backports.BACKPORTS_FILE}"
+    )
+    which.add_argument(
+        "--backports-only", action="store_true", help=f"only {peer_backports.BACKPORTS_FILE}"
+    )
+    pt.set_defaults(func=cmd_peer_tests)
+
+
 def _add_checks(sub: Subparsers, locking: argparse.ArgumentParser) -> None:
     """``vpq bench``, ``contract``, ``mutation``, ``peer-tests``, ``move-check``,
     ``preflight``."""
@@ -532,17 +559,7 @@ def _add_checks(sub: Subparsers, locking: argparse.ArgumentParser) -> None:
         help=f"write the verdicts into {mutation.RECORD_FILE} (what `vpq lint` checks)",
     )
     m.set_defaults(func=cmd_mutation)
-    pt = sub.add_parser(
-        "peer-tests",
-        parents=[locking],
-        help="upstream's own tests for the files the series changes, unpatched and patched "
-        "(nox -s peer_tests)",
-    )
-    pt.add_argument("--only", nargs="*", help="node ids (or files) within the chosen files")
-    pt.add_argument(
-        "--candidates", action="store_true", help="list upstream's test files per changed file"
-    )
-    pt.set_defaults(func=cmd_peer_tests)
+    _add_peer_tests(sub, locking)
     mc = sub.add_parser(
         "move-check",
         parents=[locking],

@@ -94,6 +94,21 @@ class Regression:
     expected: Expected | None = None
 
 
+@dataclass(frozen=True)
+class BackportResult:
+    """A ``Backport [vX]`` patch's source tests (release X's), on both sides."""
+
+    patch: str
+    release: str
+    adapted: list[str]  # what was rewritten (moved imports), one line each
+    unpatched: Side
+    patched: Side
+
+    def failing(self) -> list[str]:
+        """The source tests that do not pass on our backport."""
+        return sorted(n for n, o in self.patched.outcomes.items() if o != "passed")
+
+
 @dataclass
 class Report:
     """The whole tier's result."""
@@ -102,6 +117,12 @@ class Report:
     files: list[FileResult]
     expected: list[Expected] = field(default_factory=list)
     standins: dict[str, str] = field(default_factory=dict)  # Hub repo -> what stands in
+    backports: list[BackportResult] = field(default_factory=list)
+
+    def failed(self) -> bool:
+        """Whether the tier fails: an unexplained regression, or a backport's
+        source test that does not pass on the backport."""
+        return bool(self.unexplained() or any(b.failing() for b in self.backports))
 
     def regressions(self) -> list[Regression]:
         """Every regression, with the expectation that explains it, if any."""
@@ -213,12 +234,28 @@ def _ran(report: Report, test: str) -> bool:
     return any(selects(test, n) for f in report.files for n in f.unpatched.outcomes)
 
 
+def _backport_lines(report: Report) -> list[str]:
+    if not report.backports:
+        return []
+    lines = ["", "backports against their source's tests (release X's tests, our 0.17.1 backport):"]
+    lines.append(f"{'patch':<64} {'release':>8} {'unpatched':>15} {'patched':>15}")
+    for b in report.backports:
+        a, p = b.unpatched.counts(), b.patched.counts()
+        row = _row(b.patch, a, p, b.unpatched, b.patched)
+        lines.append(row[:64] + f" {b.release:>8}" + row[64:])
+        lines += [f"    adapted: {a}" for a in b.adapted] or ["    adapted: nothing"]
+        lines += [f"    FAILS ON THE BACKPORT: {t}: {b.patched.reasons.get(t, '')[:160]!r}"
+                  for t in b.failing()]  # fmt: skip
+    return lines
+
+
 def render(report: Report) -> str:
     """The report as text: the per-file table, what the tests that did not
-    run need, the regressions and the fixes."""
+    run need, the regressions and the fixes, then the backports' source tests."""
     head = [f"peer tests: upstream vllm {report.version}'s own tests, unpatched vs patched"]
     head += [f"Hub stand-in: {repo}: {what}" for repo, what in report.standins.items()]
     body = _table(report) + _needs_lines(report) + _regression_lines(report)
+    body += _backport_lines(report)
     return "\n".join(head + body) + "\n"
 
 
@@ -232,6 +269,7 @@ def to_json(report: Report) -> str:
         "unexplained": [r.test for r in report.unexplained()],
         "fixed": report.fixed(),
         "needs": {k: dict(v) for k, v in report.needs().items()},
+        "backports": [asdict(b) for b in report.backports],
     }
     return json.dumps(data, indent=1, sort_keys=True) + "\n"
 

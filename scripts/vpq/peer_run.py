@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vpq import build, engine_env, fetch, lock, peer_env, peer_list, progress
+from vpq import build, engine_env, fetch, lock, peer_backports, peer_env, peer_list, progress
 from vpq.files import VERSION_FILE
-from vpq.peer_report import NO_REPORT, FileResult, Report, Side
+from vpq.peer_report import NO_REPORT, BackportResult, FileResult, Report, Side
 
 #: The environment upstream's tests run under: CPU only, nothing downloaded.
 ENV = {
@@ -106,7 +106,7 @@ def run_all(
     pl: peer_list.PeerList,
     logs: Path,
     only: list[str] | None = None,
-    say: Callable[[str], None] = print,
+    say: Callable[[str], None] | None = None,
 ) -> list[FileResult]:
     """Every chosen test file (or the ``only`` selectors) on both sides."""
     results = []
@@ -123,7 +123,7 @@ def run_all(
             for n, py in pythons
         ]
         result = FileResult(test_file, pl.sources_of(test_file), *sides)
-        say(_line(result))
+        (say or _say)(_line(result))
         results.append(result)
     return results
 
@@ -151,6 +151,10 @@ def run_grouped(
         FileResult(f, pl.sources_of(f), *(_part(s, f, len(t) / len(targets)) for s in sides))
         for f, t in picked.items()
     ]
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
 
 
 def _line(r: FileResult) -> str:
@@ -183,12 +187,39 @@ def built_x86(root: Path) -> tuple[Path, list[str]]:
     return x86.wheel.path, list(x86.report.differing)
 
 
-def run_tier(root: Path, out_dir: Path, only: list[str] | None = None) -> Report:
+def run_backports(root: Path, envs: Envs, work: Path) -> list[BackportResult]:
+    """Each ``backport-tests.toml`` entry's tests, from its release's own test
+    tree (moved imports adapted), on both sides."""
+    entries, pins = peer_backports.load(root)
+    trees: dict[str, Path] = {}
+    out = []
+    for e in (e for e in entries if e.tests):
+        if e.release not in trees:
+            sdist = peer_backports.sdist(e.release, pins[e.release])
+            trees[e.release] = peer_env.extract_tests(sdist, work / f"upstream-{e.release}")
+        tree = trees[e.release]
+        adapted = peer_backports.adapt(tree, e)
+        log = work / "logs" / f"backport-{e.patch.replace('/', '__')}"
+        pythons = (("unpatched", envs.unpatched), ("patched", envs.patched))
+        sides = [run_file(py, tree, list(e.tests), Path(f"{log}.{n}.log"), envs.hf_home)
+                 for n, py in pythons]  # fmt: skip
+        result = BackportResult(e.patch, e.release, adapted, *sides)
+        _say(f"backport: {e.patch} ({e.release}): unpatched {sides[0].counts()}, "
+             f"patched {sides[1].counts()}")  # fmt: skip
+        out.append(result)
+    return out
+
+
+def run_tier(
+    root: Path, out_dir: Path, only: list[str] | None = None, backports: bool = True
+) -> Report:
     """Build (or reuse) the wheel, make both environments, run every chosen
-    file (or ``only``), write the report into ``out_dir`` and return it."""
+    file (or ``only``) and, with ``backports``, the backports' source tests;
+    return the report."""
     pl = peer_list.load(root)
     expected = peer_list.load_expected(root)
     wheel, changed = built_x86(root)
     envs = make_envs(root, wheel, changed, out_dir / "peer")
     files = run_all(envs, pl, out_dir / "peer" / "logs", only)
-    return Report(envs.version, files, expected, dict(peer_env.HUB_STANDINS))
+    done = run_backports(root, envs, out_dir / "peer") if backports else []
+    return Report(envs.version, files, expected, dict(peer_env.HUB_STANDINS), done)
