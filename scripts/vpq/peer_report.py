@@ -185,10 +185,13 @@ def _outcome_in(side: Side, node: str, file: str) -> str:
     return side.outcomes.get(file, "missing")
 
 
+def _cell(counts: dict[str, int], side: Side) -> str:
+    """``pass/fail/skip/err``, or why the side has no outcomes."""
+    return "/".join(str(counts[o]) for o in OUTCOMES) if side.status == "ran" else side.status
+
+
 def _row(name: str, a: dict[str, int], b: dict[str, int], sa: Side, sb: Side) -> str:
-    cell = "/".join
-    left = cell(str(a[o]) for o in OUTCOMES) if sa.status == "ran" else sa.status
-    right = cell(str(b[o]) for o in OUTCOMES) if sb.status == "ran" else sb.status
+    left, right = _cell(a, sa), _cell(b, sb)
     return f"{name:<64} {left:>15} {right:>15} {sa.seconds:6.0f}s {sb.seconds:6.0f}s"
 
 
@@ -241,11 +244,11 @@ def _backport_lines(report: Report) -> list[str]:
     if not report.backports:
         return []
     lines = ["", "backports against their source's tests (release X's tests, our 0.17.1 backport):"]
-    lines.append(f"{'patch':<64} {'release':>8} {'unpatched':>15} {'patched':>15}")
+    lines.append(f"  {'patch / release':<20} {'unpatched':>15} {'patched':>15}    time")
     for b in report.backports:
-        a, p = b.unpatched.counts(), b.patched.counts()
-        row = _row(b.patch, a, p, b.unpatched, b.patched)
-        lines.append(row[:64] + f" {b.release:>8}" + row[64:])
+        a, p = _cell(b.unpatched.counts(), b.unpatched), _cell(b.patched.counts(), b.patched)
+        times = f"{b.unpatched.seconds:6.0f}s {b.patched.seconds:6.0f}s"
+        lines += [f"  {b.patch}", f"    {b.release:<18} {a:>15} {p:>15} {times}"]
         lines += [f"    adapted: {a}" for a in b.adapted] or ["    adapted: nothing"]
         lines += [f"    FAILS ON THE BACKPORT: {t}: {b.patched.reasons.get(t, '')[:160]!r}"
                   for t in b.failing()]  # fmt: skip

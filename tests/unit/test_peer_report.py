@@ -12,7 +12,7 @@ from pathlib import Path
 
 from vpq import peer_run
 from vpq.peer_list import Expected, PeerList
-from vpq.peer_report import FileResult, Report, Side, need_of, render, write
+from vpq.peer_report import BackportResult, FileResult, Report, Side, need_of, render, write
 
 FILE = "tests/v1/test_x.py"
 HUB = "OSError: We couldn't connect to 'https://huggingface.co' to load the files"
@@ -143,3 +143,18 @@ def test_the_runner_records_each_failure_s_whole_message(tmp_path: Path) -> None
     node = "tests/test_m.py::test_bad"
     assert side.reasons[node] == "ValueError: first line"
     assert side.messages[node] == "ValueError: first line second line names huggingface.co"
+
+
+def test_a_backport_s_source_test_failing_on_the_backport_fails_the_tier() -> None:
+    node = "tests/t.py::test_fix"
+    good = BackportResult("x.patch", "0.25.0", [], Side({node: "failed"}, {}, 1.0),
+                          Side({node: "passed"}, {}, 1.0))  # fmt: skip
+    bad = BackportResult("y.patch", "0.25.0", ["tests/t.py: a.b -> a.c (1 imports)"],
+                         Side({node: "failed"}, {}, 1.0),
+                         Side({node: "failed"}, {node: "AssertionError: x"}, 1.0))  # fmt: skip
+    assert not Report("0.17.1", [], backports=[good]).failed()
+    report = Report("0.17.1", [], backports=[good, bad])
+    assert report.failed() and bad.failing() == [node]
+    text = render(report)
+    assert "FAILS ON THE BACKPORT: tests/t.py::test_fix" in text
+    assert "adapted: tests/t.py: a.b -> a.c (1 imports)" in text
