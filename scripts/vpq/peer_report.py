@@ -12,6 +12,7 @@ model download), or something else, listed by reason.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,7 +23,10 @@ from vpq.peer_list import Expected, selects
 OUTCOMES = ("passed", "failed", "skipped", "error")
 #: A side that produced no outcomes: its process timed out or crashed.
 NO_REPORT = "no report"
-#: What a test that did not run needs, by words in its reason (first match wins).
+#: Temporary paths in reasons, which would keep equal reasons apart.
+_TMP_RE = re.compile(r"/tmp/[\w.-]+")
+#: What a test that did not run needs, by words in its reason (first match
+#: wins): ``hub`` is the Hub or another download (models, vLLM's assets).
 NEEDS = (
     (
         "hub",
@@ -37,6 +41,9 @@ NEEDS = (
             "is not a local folder",
             "Repository Not Found",
             "Hugging Face repository",
+            # a model or asset download from elsewhere (vLLM's public assets)
+            "NameResolutionError",
+            "Max retries exceeded",
         ),
     ),
     (
@@ -161,7 +168,7 @@ class Report:
             for node, o in f.patched.outcomes.items():
                 if o == "passed" or f.unpatched.outcomes.get(node) == "passed":
                     continue
-                reason = f.patched.reasons.get(node) or o
+                reason = _TMP_RE.sub("/tmp/...", f.patched.reasons.get(node) or o)
                 need = need_of(f"{reason} {f.patched.messages.get(node, '')}")
                 out.setdefault(need, Counter())[reason] += 1
         return out

@@ -158,3 +158,16 @@ def test_a_backport_s_source_test_failing_on_the_backport_fails_the_tier() -> No
     text = render(report)
     assert "FAILS ON THE BACKPORT: tests/t.py::test_fix" in text
     assert "adapted: tests/t.py: a.b -> a.c (1 imports)" in text
+
+
+def test_reasons_differing_only_in_temporary_paths_count_together() -> None:
+    a, b = f"{FILE}::a", f"{FILE}::b"
+    reasons = {
+        a: "AssertionError: ['vllm', '-i', '/tmp/tmpab12']",
+        b: "AssertionError: ['vllm', '-i', '/tmp/tmpcd34']",
+    }
+    side = Side({a: "failed", b: "failed"}, reasons, 1.0)
+    assert _report().needs()["hub"] and Report(
+        "0.17.1", [FileResult(FILE, [], side, side)]
+    ).needs() == {"other": {"AssertionError: ['vllm', '-i', '/tmp/...']": 2}}
+    assert need_of("ConnectionError: ... NameResolutionError ...") == "hub"
