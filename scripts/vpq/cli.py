@@ -12,7 +12,16 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
-from vpq.checks import bench, cache, mutation
+from vpq.checks import (
+    bench,
+    cache,
+    mutation,
+    peer_backports,
+    peer_env,
+    peer_list,
+    peer_report,
+    peer_run,
+)
 from vpq.contract.table import Table
 from vpq.core import worklock
 from vpq.core.errors import UsageError, VpqError
@@ -110,6 +119,38 @@ def cmd_mutation(ns: argparse.Namespace) -> int:
     if ns.record:
         print(f"recorded: {mutation.record(root, verdicts)}")
     return 0 if all(v.status == mutation.CAUGHT for v in verdicts) else 1
+
+
+def cmd_peer_tests(ns: argparse.Namespace) -> int:
+    """``vpq peer-tests``: upstream's own tests for the files the series
+    changes, unpatched and patched; the report into build/ and printed; exit
+    1 on a regression ``peer-expected.toml`` does not explain.
+    ``--candidates``: upstream's test files for each changed file, to review."""
+    root = _root(ns)
+    out = Workspace(root).build
+    if ns.candidates:
+        return _peer_candidates(root, out)
+    only: list[str] | None = [] if ns.backports_only else (ns.only or None)
+    backports = ns.backports_only or (only is None and not ns.no_backports)
+    report = peer_run.run_tier(root, out, only, backports)
+    text, js = peer_report.write(report, out)
+    print(peer_report.render(report), end="")
+    print(f"written: {text} and {js}")
+    return 1 if report.failed() else 0
+
+
+def _peer_candidates(root: Path, out: Path) -> int:
+    pin = lock.load(root)
+    sdist = fetch.fetch(pin.name, pin.sdist.filename, pin.sdist.sha256)
+    tree = peer_env.extract_tests(sdist, out / "peer" / f"upstream-{pin.version}")
+    pl = peer_list.load(root) if (root / peer_list.PEER_FILE).is_file() else None
+    for source in peer_list.changed_sources(series.load(root)):
+        chosen = set(pl.chosen.get(source, ())) if pl else set()
+        state = "chosen" if pl and source in pl.chosen else "no peer tests chosen"
+        print(f"{source}: {state}")
+        for c in peer_list.candidates(tree / "tests", source):
+            print(f"  {'*' if c in chosen else ' '} {c}")
+    return 0
 
 
 def cmd_move_check(ns: argparse.Namespace) -> int:
@@ -241,8 +282,9 @@ def cmd_rebase(ns: argparse.Namespace) -> int:
 def cmd_lint(ns: argparse.Namespace) -> int:
     """``vpq lint``: lint series, patches, (where the queue has them)
     ``probes.toml`` and ``mutation.toml``, the recorded resolutions in
-    ``rerere/``, and ``advisories.toml`` against the patches' ``Advisory:``
-    trailers; exit 1 on any problem."""
+    ``rerere/``, ``advisories.toml`` against the patches' ``Advisory:``
+    trailers, and ``peer-tests.toml`` / ``peer-expected.toml`` against the
+    files and patches of the series; exit 1 on any problem."""
     root = _root(ns)
     problems = series.lint(root)
     series_ok = not problems
@@ -253,6 +295,10 @@ def cmd_lint(ns: argparse.Namespace) -> int:
     problems += rerere.lint(root)
     if series_ok:
         problems += advisories.lint(root)
+    if series_ok and (root / peer_list.PEER_FILE).is_file():
+        problems += peer_list.lint(root)
+    if series_ok:
+        problems += peer_backports.lint(root)
     for p in problems:
         print(p, file=sys.stderr)
     if not problems:
@@ -455,8 +501,31 @@ def _add_bench(sub: Subparsers) -> None:
     bn.set_defaults(func=cmd_bench)
 
 
+def _add_peer_tests(sub: Subparsers, locking: argparse.ArgumentParser) -> None:
+    """``vpq peer-tests``."""
+    pt = sub.add_parser(
+        "peer-tests",
+        parents=[locking],
+        help="upstream's own tests for the files the series changes, unpatched and patched "
+        "(nox -s peer_tests)",
+    )
+    pt.add_argument("--only", nargs="*", help="node ids (or files) within the chosen files")
+    pt.add_argument(
+        "--candidates", action="store_true", help="list upstream's test files per changed file"
+    )
+    which = pt.add_mutually_exclusive_group()
+    which.add_argument(
+        "--no-backports", action="store_true", help=f"skip {peer_backports.BACKPORTS_FILE}"
+    )
+    which.add_argument(
+        "--backports-only", action="store_true", help=f"only {peer_backports.BACKPORTS_FILE}"
+    )
+    pt.set_defaults(func=cmd_peer_tests)
+
+
 def _add_checks(sub: Subparsers, locking: argparse.ArgumentParser) -> None:
-    """``vpq bench``, ``contract`` and ``preflight``."""
+    """``vpq bench``, ``contract``, ``mutation``, ``peer-tests``, ``move-check``,
+    ``preflight``."""
     _add_bench(sub)
     k = sub.add_parser(
         "contract",
@@ -481,6 +550,7 @@ def _add_checks(sub: Subparsers, locking: argparse.ArgumentParser) -> None:
         help=f"write the verdicts into {mutation.RECORD_FILE} (what `vpq lint` checks)",
     )
     m.set_defaults(func=cmd_mutation)
+    _add_peer_tests(sub, locking)
     mc = sub.add_parser(
         "move-check",
         parents=[locking],

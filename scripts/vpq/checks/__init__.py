@@ -1,7 +1,9 @@
-"""Checks on the tool and its tests: the mutation check, the benchmarks and
-the cache's sizes and pruning; imports go down to ``vpq.move`` and below.
+"""Checks on the tool and its tests: the mutation check, the benchmarks, the
+cache's sizes and pruning, and upstream's own tests on the patched tree;
+imports go down to ``vpq.move`` and below.
 
-``mutation``, ``bench`` and ``cache``.
+``mutation``, ``bench``, ``cache``, ``peer_list``, ``peer_env``, ``peer_run``,
+``peer_report`` and ``peer_backports``.
 
 This file imports none of them.
 """

@@ -1,6 +1,10 @@
 """A pytest plugin for ``vpq.source.probe``: writes node id -> outcome as JSON to
 ``$VPQ_PROBE_REPORT`` when the session ends, and, where
-``$VPQ_PROBE_FAILURES`` is set, node id -> how it failed.
+``$VPQ_PROBE_FAILURES`` is set, node id -> how it failed; where
+``$VPQ_PROBE_SKIPS`` is set, node id -> why it was skipped, and where
+``$VPQ_PROBE_MESSAGES`` is set, node id -> the failure's whole message on
+one line (the peer tests, ``vpq.peer_run``, count tests that need a GPU or
+the Hub by them).
 
 Outcomes are ``passed``, ``failed``, ``skipped`` and ``error`` (a setup or
 teardown failure, or a file that did not collect: every selector under that
@@ -43,6 +47,8 @@ API_ERRORS = ("ImportError", "AttributeError")
 
 _OUTCOMES: dict[str, str] = {}
 _FAILURES: dict[str, dict[str, str]] = {}
+_SKIPS: dict[str, str] = {}
+_MESSAGES: dict[str, str] = {}
 
 
 def pytest_configure(config: Any) -> None:
@@ -88,6 +94,8 @@ def pytest_runtest_makereport(
     report = outcome.get_result()
     if report.failed and call.excinfo is not None and report.nodeid not in _FAILURES:
         _FAILURES[report.nodeid] = describe(item, call.excinfo.value)
+        exc = call.excinfo.value
+        _MESSAGES[report.nodeid] = " ".join(f"{type(exc).__name__}: {exc}".split())[:600]
 
 
 def pytest_runtest_logreport(report: Any) -> None:
@@ -97,20 +105,38 @@ def pytest_runtest_logreport(report: Any) -> None:
         outcome = ("error" if report.when != "call" else "failed") if failed else report.outcome
         if _OUTCOMES.get(report.nodeid) in (None, "passed"):
             _OUTCOMES[report.nodeid] = outcome
+        if report.skipped and report.nodeid not in _SKIPS:
+            _SKIPS[report.nodeid] = _skip_reason(report.longrepr)
+
+
+def _skip_reason(longrepr: Any) -> str:
+    """A skip's reason (pytest gives ``(file, line, "Skipped: why")``)."""
+    text = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return str(text).removeprefix("Skipped: ")[:300]
 
 
 def pytest_collectreport(report: Any) -> None:
-    """A module that fails to collect: its node id is an error."""
+    """A module that fails to collect: its node id is an error; one that
+    skips itself (``pytest.importorskip``, a module-level skip): skipped."""
+    if report.skipped and report.nodeid:
+        _OUTCOMES[report.nodeid] = "skipped"
+        _SKIPS[report.nodeid] = _skip_reason(report.longrepr)
     if report.failed:
         _OUTCOMES[report.nodeid] = "error"
         crash = getattr(report.longrepr, "reprcrash", None)
         message = crash.message if crash else str(report.longrepr).strip()[-300:]
         _FAILURES[report.nodeid] = {"kind": "undeclared", "exception": message[:300]}
+        _MESSAGES[report.nodeid] = " ".join(str(report.longrepr).split())[-600:]
 
 
 def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
     """Write the outcomes (and failures) where the environment says."""
-    for var, data in (("VPQ_PROBE_REPORT", _OUTCOMES), ("VPQ_PROBE_FAILURES", _FAILURES)):
+    for var, data in (
+        ("VPQ_PROBE_REPORT", _OUTCOMES),
+        ("VPQ_PROBE_FAILURES", _FAILURES),
+        ("VPQ_PROBE_SKIPS", _SKIPS),
+        ("VPQ_PROBE_MESSAGES", _MESSAGES),
+    ):
         dest = os.environ.get(var)
         if dest:
             Path(dest).write_text(json.dumps(data, indent=1, sort_keys=True))
