@@ -180,6 +180,25 @@ def _cpu_check_and_update_config(cls, vllm_config) -> None:  # type: ignore[no-u
         sc.async_scheduling = True
 
 
+def _group_coordinator_init(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    """``GroupCoordinator.__init__`` of 0.17.1, then its CPU tensor-dict path
+    only where the group's communicator really is the shared-memory one.
+
+    0.17.1 sets ``use_cpu_custom_send_recv`` on every CPU group whenever
+    ``_C.init_shm_manager`` exists, but ``CpuCommunicator`` falls back to
+    plain ``torch.distributed`` when the ranks do not share an SHM group name
+    (ranks on two nodes: each node's ``VLLM_DIST_IDENT``); ``send_tensor_dict``
+    then calls ``torch.distributed.send_tensor_dict``, which does not exist.
+    Upstream's rule from 0.20.0 (``supports_tensor_dict``): the generic
+    ``isend_tensor_dict`` over gloo instead."""
+    from vllm.distributed.device_communicators.cpu_communicator import _CPUSHMDistributed
+
+    BOUND_ORIGINALS["cpu-pipeline-send-without-shm-over-gloo"](self, *args, **kwargs)
+    if self.use_cpu_custom_send_recv:
+        dist = getattr(self.device_communicator, "dist_module", None)
+        self.use_cpu_custom_send_recv = isinstance(dist, _CPUSHMDistributed)
+
+
 class _NoEvent:
     """A CUDA event on CPU, where every copy is synchronous."""
 
@@ -286,6 +305,18 @@ SHIMS = (
         attr="_copy_valid_sampled_token_count",
         source_sha256="2e777a9092449f0611203cc92292534e6abfc9565c6bf41f1b9ab4d042877851",
         replacement=_copy_valid_sampled_token_count,
+    ),
+    Shim(
+        name="cpu-pipeline-send-without-shm-over-gloo",
+        why="GroupCoordinator.__init__ turns the CPU tensor-dict send/recv on for every "
+        "CPU group, also where CpuCommunicator fell back to torch.distributed (ranks on two "
+        "nodes share no SHM group name): torch.distributed has no send_tensor_dict, the "
+        "first pipeline step across nodes raises AttributeError",
+        gone_in="0.20.0 (use_cpu_custom_send_recv asks supports_tensor_dict)",
+        attr="__init__",
+        source_sha256="2917215b93b0ce3ee2ec66f818c83c881add39c751b1249f69e22290dc95ac10",
+        replacement=_group_coordinator_init,
+        owner="vllm.distributed.parallel_state:GroupCoordinator",
     ),
     Shim(
         name="rejection-sampler-top-k-in-torch",
