@@ -210,7 +210,8 @@ def tests(session: nox.Session) -> None:
     """Every tier, fastest first (tests/conftest.py orders them): unit, then
     integration on the real pinned upstream, gpu (skipped without CUDA), engine."""
     _install(session, *TEST_DEPS, *FLEET_TEST_DEPS)
-    session.run("python", "-m", "pytest", *(session.posargs or ["tests"]))
+    # the 40 slowest tests close the log: where CI's time goes
+    session.run("python", "-m", "pytest", *(session.posargs or ["tests", "--durations=40"]))
 
 
 @nox.session
