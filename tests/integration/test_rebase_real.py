@@ -129,6 +129,10 @@ def test_0_17_1_to_0_18_1_absorbs_every_eagle3_patch_and_keeps_the_parser_patche
     assert "built " in proc.stdout and "vllm-0.18.1+eagle3." in proc.stdout
 
 
+# Outside CI for time (91 s of a 44-minute suite, 2026-12-02): the CLI's move
+# path runs in CI through the 0.18.1 and 0.16.0 cases, the byte-identical
+# round trip through the whole series' case below.
+@pytest.mark.outside_ci
 def test_round_trip_0_17_0_and_back_is_clean_and_byte_identical(root: Path) -> None:
     start = inputs(root)
     there = vpq(root, "0.17.0", "--no-build")
