@@ -25,11 +25,6 @@ SCRIPT = REPO_ROOT / "scripts" / "verify_install.py"
 NOTEWORTHY = (vi.ERROR, vi.WARNING, vi.NOTE)
 
 
-@pytest.fixture(scope="module")
-def target(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return heads.write_target(tmp_path_factory.mktemp("target") / "kimi-k25-tiny")
-
-
 def problems(findings: list[vi.Finding]) -> list[tuple[str, str]]:
     return [(f.severity, f.rule) for f in findings if f.severity in NOTEWORTHY]
 

@@ -27,11 +27,6 @@ from tests.conftest import REPO_ROOT
 SCRIPT = REPO_ROOT / "scripts" / "verify_install.py"
 
 
-@pytest.fixture(scope="module")
-def target(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return heads.write_target(tmp_path_factory.mktemp("target") / "kimi-k25-tiny")
-
-
 def script(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(SCRIPT), *args, "--no-vllm"],

@@ -20,10 +20,11 @@ import verify_install as vi
 from vpq.checkpoints import fixture
 
 from tests import heads
+from tests.unit.test_preflight import preflight as file_rules
+from tests.unit.test_preflight import problems
 from tests.unit.test_preflight_vllm import SPECULATORS_017, fake_vllm
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "speculators-0.9.0"
-NOTEWORTHY = (vi.ERROR, vi.WARNING, vi.NOTE)
 
 #: Each file the library wrote, with the arguments that give the same head here.
 LIBRARY_HEADS: dict[str, dict[str, Any]] = {
@@ -31,19 +32,6 @@ LIBRARY_HEADS: dict[str, dict[str, Any]] = {
     "eagle3-fc_norm": {"aux_layer_ids": (1, 2, 3), "norm_before_fc": False, "fc_norm": True},
     "eagle3-qwen3-layer-no-ids": {"aux_layer_ids": None, "layer_type": "qwen3"},
 }
-
-
-@pytest.fixture(scope="module")
-def target(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return heads.write_target(tmp_path_factory.mktemp("target") / "kimi-k25-tiny")
-
-
-def problems(findings: list[vi.Finding]) -> list[tuple[str, str]]:
-    return [(f.severity, f.rule) for f in findings if f.severity in NOTEWORTHY]
-
-
-def file_rules(target: Path, head_dir: Path) -> list[vi.Finding]:
-    return vi.preflight(target, head_dir, use_vllm=False)
 
 
 def by_rule(findings: list[vi.Finding], rule: str) -> list[vi.Finding]:

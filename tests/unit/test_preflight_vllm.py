@@ -175,11 +175,6 @@ def fake_vllm(
     monkeypatch.setattr(vi.md, "version", lambda name: "0.0.0+fake")
 
 
-@pytest.fixture(scope="module")
-def target(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return heads.write_target(tmp_path_factory.mktemp("target") / "kimi-k25-tiny")
-
-
 def wheel_findings(target: Path, head: Path) -> dict[str, tuple[str, str]]:
     findings = vi.preflight(target, head)
     return {f.rule: (f.severity, f.message) for f in findings if f.section == "vllm"}
