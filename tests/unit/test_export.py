@@ -199,9 +199,12 @@ def test_the_docs_show_exports_report_in_the_form_it_prints() -> None:
 
     section = (REPO_ROOT / "docs" / "adding-a-patch.md").read_text()
     sample = section.split("When it writes, it says what\nit did")[1].split("```")[1]
-    new, summary = sample.strip().splitlines()
-    assert re.fullmatch(r"new      patches/\S+\.patch", new)
+    new, summary, *still = sample.strip().splitlines()
+    assert re.fullmatch(r"new      patches/(\S+\.patch)", new)
     assert re.fullmatch(
         r"series: \d+ patches: 1 new, 0 rewritten, \d+ unchanged, 0 removed", summary
     )
+    name = new.split("patches/", 1)[1]
+    fix = f"run `nox -s mutation -- --record {name}`"
+    assert still == [f"still to do: mutation.toml: patches/{name} has no mutation record; {fix}"]
     assert "probes.toml" in section and "Removing a patch" in section
