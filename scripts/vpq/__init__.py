@@ -26,7 +26,9 @@ checks this, and that there is no cycle):
   ``source.git`` (thin git runner), ``source.tree`` (upstream trees as git
   commits), ``source.queue`` (apply and export the series),
   ``source.rerere`` (recorded conflict resolutions, kept in ``rerere/``),
-  ``source.probe`` (absorption probes: the ``probes.toml`` table);
+  ``source.probe`` (absorption probes: the ``probes.toml`` table),
+  ``source.linting`` (lints as data: a checkout parsed once, named lints
+  over it, the order of their messages);
 - ``wheels``: ``wheels.wheel`` (overlay build, tags, label),
   ``wheels.native`` (vLLM's own build as a second backend),
   ``wheels.audit`` (built vs upstream wheel), ``wheels.build`` (the
@@ -58,6 +60,8 @@ checks this, and that there is no cycle):
   ``checks.peer_run`` (each file run on both), ``checks.peer_report``
   (regressions, what the tests that did not run need, the report),
   ``checks.peer_backports`` (backport-tests.toml: a backport's source tests);
+- ``checks.lints``: the lint composition, every lint ``vpq lint`` runs and
+  ``vpq export`` checks before it writes, in order;
 - on top: ``cli`` and ``__main__`` (argument parsing, error mapping).
 """
 

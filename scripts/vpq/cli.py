@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, TypeAlias
 from vpq.checks import (
     bench,
     cache,
+    lints,
     mutation,
     peer_backports,
     peer_env,
@@ -28,7 +29,7 @@ from vpq.core.errors import UsageError, VpqError
 from vpq.core.workspace import Workspace
 from vpq.envs import contract_run as contract
 from vpq.move import move_check, rebase, releases, staircase
-from vpq.source import fetch, lock, probe, queue, rerere, series, tree
+from vpq.source import fetch, lock, queue, series, tree
 from vpq.wheels import advisories, build, publish
 
 if TYPE_CHECKING:
@@ -177,13 +178,15 @@ def cmd_apply(ns: argparse.Namespace) -> int:
 
 def cmd_export(ns: argparse.Namespace) -> int:
     """``vpq export``: build/work's patch commits back into patches/ and
-    series, refused (nothing written) when ``vpq lint`` would reject them."""
+    series, refused (nothing written) when ``vpq lint`` would reject them;
+    what only a run after the export can fix (a mutation record) is
+    printed as still to do."""
     root = _root(ns)
     pin = lock.load(root)
     old = series.load(root)
     repo = Workspace(root).work
     entries = queue.export(repo, tree.upstream_tag(pin.version), old)
-    changes = queue.write_checked(root, entries)
+    changes, still = queue.write_checked(root, entries, lints.LINTS)
     queue.record_tool_head(repo)  # build/work's work is in patches/ now
     for verb, names in (
         ("new", changes.new),
@@ -197,6 +200,8 @@ def cmd_export(ns: argparse.Namespace) -> int:
         f"{len(changes.rewritten)} rewritten, {len(changes.unchanged)} unchanged, "
         f"{len(changes.removed)} removed"
     )
+    for problem in still:
+        print(f"still to do: {problem}")
     if ns.check and (changes.new or changes.rewritten or changes.removed):
         print("export changed files: the series is not in canonical form", file=sys.stderr)
         return 1
@@ -284,21 +289,9 @@ def cmd_lint(ns: argparse.Namespace) -> int:
     ``probes.toml`` and ``mutation.toml``, the recorded resolutions in
     ``rerere/``, ``advisories.toml`` against the patches' ``Advisory:``
     trailers, and ``peer-tests.toml`` / ``peer-expected.toml`` against the
-    files and patches of the series; exit 1 on any problem."""
-    root = _root(ns)
-    problems = series.lint(root)
-    series_ok = not problems
-    if not problems and (root / probe.PROBES_FILE).is_file():
-        problems = probe.lint(root, series.read_series(root))
-    if not problems and (root / mutation.RECORD_FILE).is_file():
-        problems = mutation.lint(root, series.read_series(root))
-    problems += rerere.lint(root)
-    if series_ok:
-        problems += advisories.lint(root)
-    if series_ok and (root / peer_list.PEER_FILE).is_file():
-        problems += peer_list.lint(root)
-    if series_ok:
-        problems += peer_backports.lint(root)
+    files and patches of the series (``vpq.checks.lints``, in that order);
+    exit 1 on any problem."""
+    problems = [f.message for f in lints.check(_root(ns))]
     for p in problems:
         print(p, file=sys.stderr)
     if not problems:

@@ -62,9 +62,9 @@ def test_a_build_parses_each_patch_once(
     parsed: list[str] = []
     real = series.parse_patch
 
-    def counted(root: Path, name: str) -> series.Patch:
+    def counted(root: Path, name: str, data: bytes | None = None) -> series.Patch:
         parsed.append(name)
-        return real(root, name)
+        return real(root, name, data)
 
     monkeypatch.setattr(series, "parse_patch", counted)
     names = series.read_series(one_patch.root)

@@ -37,6 +37,7 @@ import json
 import sys
 import tempfile
 import tomllib
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -310,13 +311,13 @@ def record(root: Path, verdicts: list[Verdict]) -> Path:
 
 
 def _stale(
-    root: Path, name: str, entry: dict[str, object], p: probe.Probe | None, pin: str
+    root: Path, entry: dict[str, object], p: probe.Probe | None, pin: str, patch_sha256: str
 ) -> str | None:
-    """What changed since patch ``name``'s ``entry`` was recorded (``pin``:
-    the upstream sdist's sha256 now), or None."""
+    """What changed since a patch's ``entry`` was recorded (``pin``: the
+    upstream sdist's sha256 now; ``patch_sha256``: the patch's now), or None."""
     if entry.get("upstream-sha256") != pin:
         return f"the upstream pin ({lock.LOCK_FILE}) moved since"
-    if entry.get("patch-sha256") != sha256_file(root / series.PATCHES_DIR / name):
+    if entry.get("patch-sha256") != patch_sha256:
         return "the patch file changed since"
     if entry.get("probe-sha256") != (_probe_sha256(p) if p else ""):
         return f"its {probe.PROBES_FILE} table changed since"
@@ -328,10 +329,13 @@ def _stale(
     return None
 
 
-def lint(root: Path, patch_names: list[str]) -> list[str]:
+def lint(
+    root: Path, patch_names: list[str], patch_sha256: Mapping[str, str] | None = None
+) -> list[str]:
     """Problems with ``mutation.toml`` against the series, one line each:
     every patch needs a ``caught`` record matching the upstream pin, its
-    current bytes, its probe and the test files that caught it."""
+    current bytes (``patch_sha256``, by name; default: the files in
+    ``patches/``), its probe and the test files that caught it."""
     path = root / RECORD_FILE
     try:
         entries = load_record(root)
@@ -350,7 +354,8 @@ def lint(root: Path, patch_names: list[str]) -> list[str]:
             why = f"{entry.get('status')}: {entry.get('detail')}"
             problems.append(f"{path}: patches/{name} is not caught by its tests ({why})")
             continue
-        stale = _stale(root, name, entry, probes.get(name), pin)
+        now = (patch_sha256 or {}).get(name) or sha256_file(root / series.PATCHES_DIR / name)
+        stale = _stale(root, entry, probes.get(name), pin, now)
         if stale:
             problems.append(f"{path}: patches/{name}: {stale} its record; " + fix.format(name))
     return problems

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,18 +86,19 @@ def load(root: Path) -> tuple[list[BackportTests], dict[str, str]]:
     return entries, dict(pins)
 
 
-def lint(root: Path) -> list[str]:
-    """Problems with ``backport-tests.toml`` against the series, one line each."""
+def lint(root: Path, patches: Sequence[series.Patch] | None = None) -> list[str]:
+    """Problems with ``backport-tests.toml`` against the series (``patches``,
+    parsed; default: read from ``root``), one line each."""
     path = root / BACKPORTS_FILE
     try:
         entries, pins = load(root)
-        patches = {p.name: p for p in series.load(root)}
+        by_name = {p.name: p for p in (series.load(root) if patches is None else patches)}
     except VpqError as exc:
         return [str(exc)]
     problems = []
     for e in entries:
         where = f"{path}: [{json.dumps(e.patch)}]"
-        patch = patches.get(e.patch)
+        patch = by_name.get(e.patch)
         if patch is None:
             problems.append(f"{where}: not a patch in series")
             continue

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,7 +141,7 @@ def load_expected(root: Path) -> list[Expected]:
     return out
 
 
-def changed_sources(patches: list[series.Patch]) -> list[str]:
+def changed_sources(patches: Sequence[series.Patch]) -> list[str]:
     """The package files the series changes or adds (not those it deletes)."""
     deleted = {f for p in patches for f in p.deleted_files}
     files = {f for p in patches for f in (*p.files, *p.new_files)}
@@ -198,12 +199,13 @@ def _lint_expected(root: Path, pl: PeerList, names: list[str]) -> list[str]:
     return problems
 
 
-def lint(root: Path) -> list[str]:
+def lint(root: Path, patches: Sequence[series.Patch] | None = None) -> list[str]:
     """Problems with ``peer-tests.toml`` and ``peer-expected.toml`` against
-    the series, one line each; empty when both hold."""
+    the series (``patches``, parsed; default: read from ``root``), one line
+    each; empty when both hold."""
     try:
         pl = load(root)
-        patches = series.load(root)
+        patches = series.load(root) if patches is None else patches
     except VpqError as exc:
         return [str(exc)]
     problems = _lint_tables(root / PEER_FILE, pl, changed_sources(patches))

@@ -12,11 +12,12 @@ This module knows nothing about wheels.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from vpq.core.errors import VpqError
 from vpq.source import git as g
-from vpq.source import probe, series, tree
+from vpq.source import linting, probe, series, tree
 from vpq.source.series import Patch, am_break
 
 PATCHED_BRANCH = "patched"
@@ -233,44 +234,45 @@ def export(repo: Path, base: str, old: list[Patch], head: str = "HEAD") -> list[
     return result
 
 
-def lint_problems(root: Path, entries: list[tuple[str, bytes]]) -> tuple[list[str], list[str]]:
-    """What ``nox -s lint`` would reject once ``entries`` are written: the
-    series and patch rules (fixed in the commits), then, where the queue has
-    ``probes.toml``, its rules (fixed in that file). Nothing is written."""
-    problems = series.lint_entries(root, entries)
-    probe_problems: list[str] = []
-    if (root / probe.PROBES_FILE).is_file():
-        names = [name for name, _ in entries]
-        probe_problems = [p.replace(f"{root}/", "") for p in probe.lint(root, names)]
-    return problems, probe_problems
+def lint_problems(
+    root: Path, entries: list[tuple[str, bytes]], lints: Sequence[linting.Lint]
+) -> list[linting.Finding]:
+    """What ``lints`` (``vpq lint``'s: ``vpq.checks.lints.LINTS``) report
+    once ``entries`` are written, found in memory: nothing is written, and
+    the messages are those ``vpq lint`` would print then."""
+    return linting.run(lints, linting.checkout(series.after_write(root, entries)))
 
 
-def _fix_advice(in_commits: bool, in_probes: bool) -> str:
-    """Where to fix what export refused: the commits, probes.toml, or both."""
-    places = []
-    if in_commits:
-        places.append(
-            "the commit messages in build/work (`git commit --amend`, or "
-            "`git rebase -i` for an earlier one)"
-        )
-    if in_probes:
-        places.append(probe.PROBES_FILE)
+def shown(root: Path, message: str) -> str:
+    """``message`` with the paths under ``root`` made relative to it."""
+    return message.replace(f"{root}/", "")
+
+
+def _fix_advice(refused: list[linting.Finding]) -> str:
+    """Where to fix what export refused: each lint's place, in lint order."""
+    places = list(dict.fromkeys(f.lint.fix for f in refused))
+    if len(places) > 1:
+        places = [", ".join(places[:-1]), places[-1]]
     return "Fix " + " and ".join(places)
 
 
-def write_checked(root: Path, entries: list[tuple[str, bytes]]) -> series.Changes:
-    """Write ``entries`` to ``patches/`` and ``series`` if lint would accept
-    them; return what changed.
+def write_checked(
+    root: Path, entries: list[tuple[str, bytes]], lints: Sequence[linting.Lint]
+) -> tuple[series.Changes, list[str]]:
+    """Write ``entries`` to ``patches/`` and ``series`` if ``lints`` accept
+    them; return what changed and what the lints that only a later run can
+    satisfy (``before_export=False``: the mutation record) still report.
 
     Raises:
-        ExportError: listing every problem lint would report, and how to fix
-            them; ``patches/``, ``series`` and ``probes.toml`` are unchanged.
+        ExportError: listing every problem the other lints report, and how
+            to fix them; ``patches/``, ``series`` and ``probes.toml`` are
+            unchanged.
     """
-    in_commits, in_probes = lint_problems(root, entries)
-    problems = in_commits + in_probes
-    if problems:
-        changes = series.plan(root, entries)
-        hints = [f"({i}) {p}" for i, p in enumerate(problems, start=1)]
+    found = lint_problems(root, entries, lints)
+    changes = series.plan(root, entries)
+    refused = [f for f in found if f.lint.before_export]
+    if refused:
+        hints = [f"({i}) {shown(root, f.message)}" for i, f in enumerate(refused, start=1)]
         if changes.new and (root / probe.PROBES_FILE).is_file():
             hints.append(
                 f"a new patch needs its table in {probe.PROBES_FILE}, e.g. "
@@ -280,9 +282,8 @@ def write_checked(root: Path, entries: list[tuple[str, bytes]]) -> series.Change
         raise ExportError(
             "export refused, `nox -s lint` would reject the exported series: "
             + "; ".join(hints)
-            + f". {_fix_advice(bool(in_commits), bool(in_probes))}, then run "
+            + f". {_fix_advice(refused)}, then run "
             "`nox -s export` again. patches/, series and probes.toml are unchanged."
         )
-    changes = series.plan(root, entries)
-    series.write(root, entries)
-    return changes
+    series.write(root, entries, changes)
+    return changes, [shown(root, f.message) for f in found if not f.lint.before_export]

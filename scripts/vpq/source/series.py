@@ -12,6 +12,7 @@ This module knows nothing about git.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.header import decode_header, make_header
 from email.parser import BytesHeaderParser
@@ -92,6 +93,16 @@ def read_series(root: Path) -> list[str]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SeriesError(f"{path}: not found") from None
+    return _names(path, text, lambda name: (root / PATCHES_DIR / name).is_file())
+
+
+def _names(path: Path, text: str, exists: Callable[[str], bool]) -> list[str]:
+    """The patch names ``series`` (at ``path``, holding ``text``) lists;
+    ``exists`` says whether ``patches/<name>`` is a file.
+
+    Raises:
+        SeriesError: see ``read_series``.
+    """
     names: list[str] = []
     seen: dict[str, int] = {}
     for lineno, raw in enumerate(text.splitlines(), start=1):
@@ -103,7 +114,7 @@ def read_series(root: Path) -> list[str]:
             raise SeriesError(
                 f"{path}:{lineno}: {name} is listed twice (first on line {seen[name]})"
             )
-        if not (root / PATCHES_DIR / name).is_file():
+        if not exists(name):
             raise SeriesError(f"{path}:{lineno}: {name} does not exist under {PATCHES_DIR}/")
         seen[name] = lineno
         names.append(name)
@@ -230,14 +241,14 @@ def _read_diff(diff: bytes, path: Path) -> _Diff:
     return out
 
 
-def parse_patch(root: Path, name: str) -> Patch:
-    """Parse ``patches/<name>``.
+def parse_patch(root: Path, name: str, data: bytes | None = None) -> Patch:
+    """Parse ``patches/<name>``: ``data``, or the file's bytes when not given.
 
     Raises:
         SeriesError: it is not a format-patch mail with a diff (names the file).
     """
     path = root / PATCHES_DIR / name
-    data = path.read_bytes()
+    data = path.read_bytes() if data is None else data
     head, diff = _diff_sections(data)
     if not diff or not re.search(rb"^@@ ", diff, re.MULTILINE):
         raise SeriesError(f"{path}: not a patch: it holds no 'diff --git' section with a hunk")
@@ -291,6 +302,42 @@ def files_needed(patches: list[Patch]) -> dict[str, list[str]]:
     return needed
 
 
+@dataclass(frozen=True)
+class Contents:
+    """``series`` and the files under ``patches/``, as bytes: what the lints
+    read of them. ``on_disk`` reads the checkout; ``after_write`` is what
+    ``write(root, entries)`` would leave there, with nothing written."""
+
+    root: Path
+    series: bytes | None  # None: there is no ``series`` file
+    files: dict[str, bytes]  # every file under patches/, by its path there
+
+
+def _dir_files(root: Path, keep: Callable[[str], bool]) -> dict[str, bytes]:
+    """The files under ``<root>/patches`` whose relative path ``keep`` accepts."""
+    pdir = root / PATCHES_DIR
+    if not pdir.is_dir():
+        return {}
+    found = (p for p in sorted(pdir.rglob("*")) if p.is_file())
+    return {n: p.read_bytes() for p in found if keep(n := p.relative_to(pdir).as_posix())}
+
+
+def on_disk(root: Path) -> Contents:
+    """``series`` and ``patches/`` as the checkout holds them."""
+    spath = root / SERIES_FILE
+    raw = spath.read_bytes() if spath.is_file() else None
+    return Contents(root, raw, _dir_files(root, lambda _: True))
+
+
+def after_write(root: Path, entries: list[tuple[str, bytes]]) -> Contents:
+    """``series`` and ``patches/`` as ``write(root, entries)`` would leave
+    them: the entries, the files under ``patches/`` that are not ``*.patch``
+    files, and ``series`` listing the entries below its comment lines."""
+    kept = _dir_files(root, lambda name: not name.endswith(".patch"))
+    text = _series_text(root, [name for name, _ in entries])
+    return Contents(root, text.encode(), kept | dict(entries))
+
+
 def lint(root: Path) -> list[str]:
     """Problems with the series, one line each; empty when it is clean.
 
@@ -306,27 +353,45 @@ def lint_and_load(root: Path) -> tuple[list[str], list[Patch]]:
     """``lint``'s problems and, parsed once for both, the patches ``load``
     returns (those that parsed, in series order: all of them when there is
     no problem)."""
+    return lint_contents(on_disk(root))
+
+
+def lint_contents(contents: Contents) -> tuple[list[str], list[Patch]]:
+    """``lint_and_load`` over ``contents``, in memory: the problems name
+    files as ``<root>/series`` and ``<root>/patches/...`` all the same."""
     try:
-        names = read_series(root)
+        names = contents_names(contents)
     except SeriesError as exc:
         return [str(exc)], []
+    return lint_listed(contents, names)
+
+
+def contents_names(contents: Contents) -> list[str]:
+    """``read_series`` over ``contents``.
+
+    Raises:
+        SeriesError: see ``read_series``.
+    """
+    path = contents.root / SERIES_FILE
+    if contents.series is None:
+        raise SeriesError(f"{path}: not found")
+    return _names(path, contents.series.decode("utf-8"), contents.files.__contains__)
+
+
+def lint_listed(contents: Contents, names: list[str]) -> tuple[list[str], list[Patch]]:
+    """``lint_contents`` once ``series`` read as ``names``: ``series`` ends
+    with a newline, no file under ``patches/`` is left out, each patch
+    parses and keeps the rules; and the patches that parsed."""
+    root = contents.root
     problems: list[str] = []
-    series_path = root / SERIES_FILE
-    raw = series_path.read_bytes()
-    if raw and not raw.endswith(b"\n"):
-        problems.append(f"{series_path}: does not end with a newline")
-    pdir = root / PATCHES_DIR
-    on_disk = (
-        {p.relative_to(pdir).as_posix() for p in pdir.rglob("*") if p.is_file()}
-        if pdir.is_dir()
-        else set()
-    )
-    for extra in sorted(on_disk - set(names)):
-        problems.append(f"{pdir / extra}: not listed in {SERIES_FILE}")
+    if contents.series and not contents.series.endswith(b"\n"):
+        problems.append(f"{root / SERIES_FILE}: does not end with a newline")
+    for extra in sorted(set(contents.files) - set(names)):
+        problems.append(f"{root / PATCHES_DIR / extra}: not listed in {SERIES_FILE}")
     patches: list[Patch] = []
     for name in names:
         try:
-            patch = parse_patch(root, name)
+            patch = parse_patch(root, name, contents.files[name])
         except SeriesError as exc:
             problems.append(str(exc))
             continue
@@ -450,42 +515,25 @@ def plan(root: Path, entries: list[tuple[str, bytes]]) -> Changes:
     return Changes(new, rewritten, unchanged, removed)
 
 
-def lint_entries(root: Path, entries: list[tuple[str, bytes]]) -> list[str]:
-    """What ``lint`` would say after ``write(root, entries)``, found on a
-    scratch copy of ``series`` and ``patches/``; the repository is not
-    touched. Paths in the problems are relative to ``root``."""
-    import shutil
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="vpq-export-") as tmp:
-        scratch = Path(tmp)
-        pdir = root / PATCHES_DIR
-        if pdir.is_dir():
-            shutil.copytree(pdir, scratch / PATCHES_DIR, ignore=shutil.ignore_patterns("*.patch"))
-        for name, data in entries:
-            (scratch / PATCHES_DIR / name).parent.mkdir(parents=True, exist_ok=True)
-            (scratch / PATCHES_DIR / name).write_bytes(data)
-        names = [name for name, _ in entries]
-        (scratch / SERIES_FILE).write_text(_series_text(root, names))
-        return [p.replace(f"{scratch}/", "") for p in lint(scratch)]
-
-
-def write(root: Path, entries: list[tuple[str, bytes]]) -> list[str]:
+def write(
+    root: Path, entries: list[tuple[str, bytes]], changes: Changes | None = None
+) -> list[str]:
     """Write patches and ``series`` for ``entries``; return the names rewritten
     or added.
 
+    ``changes`` is ``plan(root, entries)``, when the caller has it already.
     Patches whose bytes did not change are not touched. Files of patches no
     longer in the series are removed. Comment lines at the top of ``series``
     are kept.
     """
+    changes = changes or plan(root, entries)
     pdir = root / PATCHES_DIR
-    changed = []
+    written = set(changes.new) | set(changes.rewritten)
+    changed = [name for name, _ in entries if name in written]
     for name, data in entries:
-        path = pdir / name
-        if not path.is_file() or path.read_bytes() != data:
-            write_atomic(path, data)
-            changed.append(name)
-    for gone in sorted(_patch_files(root) - {name for name, _ in entries}):
+        if name in written:
+            write_atomic(pdir / name, data)
+    for gone in changes.removed:
         (pdir / gone).unlink()
     spath = root / SERIES_FILE
     text = _series_text(root, [name for name, _ in entries])

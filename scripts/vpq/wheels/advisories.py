@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, cast, get_args
@@ -186,19 +187,20 @@ def _against_series(root: Path, a: Advisory, trailers: dict[str, list[str]]) -> 
     return []
 
 
-def _trailers(root: Path) -> dict[str, list[str]]:
-    """Each patch in ``series`` -> the advisory ids its header's trailers name."""
-    return {p.name: TRAILER_RE.findall(p.body) for p in series.load(root)}
+def _trailers(patches: Sequence[series.Patch]) -> dict[str, list[str]]:
+    """Each patch -> the advisory ids its header's trailers name."""
+    return {p.name: TRAILER_RE.findall(p.body) for p in patches}
 
 
-def lint(root: Path) -> list[str]:
+def lint(root: Path, patches: Sequence[series.Patch] | None = None) -> list[str]:
     """Problems with the ledger and the series' ``Advisory:`` trailers, one
     line each: bad entries; a carried entry whose patch is not in the series
     or lacks the trailer; a not-affected entry whose check is no test; a
-    trailer naming no entry, or an entry not carried by that patch."""
+    trailer naming no entry, or an entry not carried by that patch.
+    ``patches``: the series, parsed (default: read from ``root``)."""
     entries, problems = parse(root)
     try:
-        trailers = _trailers(root)
+        trailers = _trailers(series.load(root) if patches is None else patches)
     except series.SeriesError as exc:
         return problems + [str(exc)]
     by_id = {a.id: a for a in entries}
