@@ -29,9 +29,10 @@ has a severity (``error``, ``warning``, ``note``, ``info``), a rule id, and
 the file and key or tensor it comes from. Exit codes: 0 no errors (warnings
 allowed), 1 an error (with ``--strict`` warnings count as errors), 2 usage.
 
-The rules (``check_pair``) need no vLLM; the repository's
-``PYTHONPATH=scripts python -m vpq preflight`` runs ``preflight_main`` from
-this file.
+The rules (``check_pair``) need no vLLM. Every way in (this script,
+the repository's ``PYTHONPATH=scripts python -m vpq preflight`` and the
+tool's CLI) goes through ``preflight_entry``: one usage check, one guard
+(an unexpected exception is one line, exit 1), the same output.
 
 How the preflight reads, top to bottom:
 
@@ -2127,9 +2128,31 @@ def add_preflight_arguments(ap: argparse.ArgumentParser) -> None:
     )
 
 
-def _guarded_preflight(ns: argparse.Namespace) -> int:
-    """``run_preflight`` for parsed flags; an unexpected exception becomes one
-    line on stderr and exit 1, never a traceback."""
+#: The preflight's usage, as every entry prints it above a usage error.
+PREFLIGHT_USAGE = "preflight --model TARGET_DIR --drafter HEAD_DIR [--json] [--strict] [--no-vllm]"
+
+
+def preflight_usage_error(ns: argparse.Namespace) -> str:
+    """Why the parsed flags make no preflight ("" when they make one): the
+    one usage check of every entry (``preflight_entry``)."""
+    if ns.model and ns.drafter:
+        return ""
+    return "preflight needs --model TARGET_DIR and --drafter HEAD_DIR"
+
+
+def preflight_entry(ns: argparse.Namespace) -> int:
+    """The preflight for parsed flags (``add_preflight_arguments``), the one
+    entry of ``verify_install.py --model --drafter``, ``python -m vpq
+    preflight`` and the tool's CLI, so all print the same and exit the same.
+
+    A usage error is the usage line and one ``preflight: error:`` line on
+    stderr, exit 2. An unexpected exception is one line on stderr, exit 1,
+    never a traceback. Otherwise ``run_preflight``'s report and exit code.
+    """
+    problem = preflight_usage_error(ns)
+    if problem:
+        print(f"usage: {PREFLIGHT_USAGE}\npreflight: error: {problem}", file=sys.stderr)
+        return 2
     try:
         return run_preflight(
             ns.model, ns.drafter, as_json=ns.json, strict=ns.strict, use_vllm=not ns.no_vllm
@@ -2144,23 +2167,20 @@ def _guarded_preflight(ns: argparse.Namespace) -> int:
 
 
 def preflight_main(argv: list[str], prog: str = "vpq preflight") -> int:
-    """The preflight alone (``python -m vpq preflight`` in the repository):
-    ``--model`` and ``--drafter`` are required; usage errors exit 2. Needs
-    only the standard library, so any Python runs it, and the Python that
-    runs it decides which vLLM is asked."""
+    """The preflight alone (``python -m vpq preflight`` in the repository,
+    through ``preflight_entry``); unknown flags are argparse's usage error,
+    exit 2. Needs only the standard library, so any Python runs it, and the
+    Python that runs it decides which vLLM is asked."""
     ap = argparse.ArgumentParser(
         prog=prog, description="Preflight a target + EAGLE-3 drafter pair offline."
     )
     add_preflight_arguments(ap)
-    ns = ap.parse_args(argv)
-    if not (ns.model and ns.drafter):
-        ap.error("preflight needs --model TARGET_DIR and --drafter HEAD_DIR")
-    return _guarded_preflight(ns)
+    return preflight_entry(ap.parse_args(argv))
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``verify_install.py``: the install check, or with ``--model`` and
-    ``--drafter`` the preflight. Returns the exit code."""
+    """``verify_install.py``: the install check, or with any preflight flag
+    the preflight (``preflight_entry``). Returns the exit code."""
     ap = argparse.ArgumentParser(
         prog="verify_install.py",
         description="Check the installed patched vLLM, or (with --model and --drafter) "
@@ -2168,12 +2188,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_preflight_arguments(ap)
     ns = ap.parse_args(argv)  # unknown flags: usage error, exit 2
-    if ns.model or ns.drafter:
-        if not (ns.model and ns.drafter):
-            ap.error("--model and --drafter go together")
-        return _guarded_preflight(ns)
-    if ns.json or ns.strict or ns.no_vllm:
-        ap.error("--json, --strict and --no-vllm need --model and --drafter")
+    if ns.model or ns.drafter or ns.json or ns.strict or ns.no_vllm:
+        return preflight_entry(ns)
     try:
         check()
     except Failed as exc:
