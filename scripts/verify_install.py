@@ -518,27 +518,53 @@ def is_speculators(cfg: Mapping[str, Any]) -> bool:
     return SPECULATORS_TYPE_KEY in cfg or isinstance(cfg.get("speculators_config"), dict)
 
 
-def drafter_view(cfg: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SpeculatorsReading:
+    """How a head in the ``speculators`` format is read, worked out once at
+    load (``read_speculators``) for ``drafter_view`` and every rule.
+
+    ``layer``: its ``transformer_layer_config`` when that is an object, else
+    ``None``. ``layer_type``: that layer's ``model_type`` as written
+    (``"llama"`` when unset or when there is no layer object). ``arch``: the
+    architecture vLLM gives such a layer (``SPECULATORS_LAYER_TYPES``),
+    ``None`` for a layer type it has no EAGLE-3 drafter for.
+    """
+
+    layer: Mapping[str, Any] | None
+    layer_type: Any
+    arch: str | None
+
+
+def read_speculators(raw: Mapping[str, Any]) -> SpeculatorsReading | None:
+    """The drafter's ``config.json`` read as a ``speculators`` head, ``None``
+    for a plain head (``is_speculators``)."""
+    if not is_speculators(raw):
+        return None
+    layer = raw.get("transformer_layer_config")
+    layer = layer if isinstance(layer, dict) else None
+    layer_type = layer.get("model_type", "llama") if layer is not None else "llama"
+    return SpeculatorsReading(layer, layer_type, SPECULATORS_LAYER_TYPES.get(str(layer_type)))
+
+
+def drafter_view(raw: dict[str, Any], reading: SpeculatorsReading | None) -> dict[str, Any]:
     """The drafter's config as the rules read it, in vLLM's own layout.
 
-    A plain head's config is returned as it is. A ``speculators`` head's is
-    its ``transformer_layer_config`` with the ``eagle3`` fields
-    (``SPECULATORS_EAGLE3_FIELDS``) the file sets copied over it, and the
-    architecture vLLM gives it (``SPECULATORS_LAYER_TYPES``; an unknown
-    layer type keeps the format's own ``architectures``): what the head was
-    trained as, whatever a wheel's converter keeps (``speculators-wheel``
-    compares the two). A ``null`` field is left out, as vLLM's converter
-    leaves out a ``null`` ``target_hidden_size``.
+    A plain head's config (``reading`` ``None``) is returned as it is. A
+    ``speculators`` head's is its ``transformer_layer_config`` with the
+    ``eagle3`` fields (``SPECULATORS_EAGLE3_FIELDS``) the file sets copied
+    over it, and the architecture vLLM gives it (``reading.arch``; an
+    unknown layer type keeps the format's own ``architectures``): what the
+    head was trained as, whatever a wheel's converter keeps
+    (``speculators-wheel`` compares the two). A ``null`` field is left out,
+    as vLLM's converter leaves out a ``null`` ``target_hidden_size``.
     """
-    if not is_speculators(cfg):
-        return cfg
-    layer = cfg.get("transformer_layer_config")
-    view: dict[str, Any] = dict(layer) if isinstance(layer, dict) else {}
+    if reading is None:
+        return raw
+    view: dict[str, Any] = dict(reading.layer) if reading.layer is not None else {}
     for key in SPECULATORS_EAGLE3_FIELDS:
-        if cfg.get(key) is not None:
-            view[key] = cfg[key]
-    arch = SPECULATORS_LAYER_TYPES.get(str(view.get("model_type", "llama")))
-    view["architectures"] = [arch] if arch else cfg.get("architectures")
+        if raw.get(key) is not None:
+            view[key] = raw[key]
+    view["architectures"] = [reading.arch] if reading.arch else raw.get("architectures")
     return view
 
 
@@ -546,6 +572,22 @@ def default_layer_ids(num_layers: int) -> list[int]:
     """The target's default aux layers, ``(2, N // 2, N - 3)``
     (``get_eagle3_aux_hidden_state_layers`` in vLLM's Llama and DeepSeek models)."""
     return [2, num_layers // 2, num_layers - 3]
+
+
+def _is_int_list(ids: Any) -> bool:
+    return isinstance(ids, list) and all(
+        isinstance(i, int) and not isinstance(i, bool) for i in ids
+    )
+
+
+def _flag(cfg: Mapping[str, Any], flag: str) -> bool:
+    """An EAGLE 3.1 flag as the series' drafters read it: ``norm_before_fc``
+    under ``eagle_config`` first, then at the top level; the others at the
+    top level."""
+    nested = cfg.get("eagle_config")
+    if flag == "norm_before_fc" and isinstance(nested, dict) and flag in nested:
+        return bool(nested[flag])
+    return bool(cfg.get(flag))
 
 
 @dataclass(frozen=True)
@@ -563,6 +605,12 @@ class Pair:
     integer. ``declared_ids``: the drafter's
     ``eagle_aux_hidden_state_layer_ids`` as written (``None`` when absent,
     any JSON value otherwise) and ``ids_key`` where (``declared_layer_ids``).
+    ``speculators_reading``: how a ``speculators`` head is read
+    (``read_speculators``), ``None`` for a plain head.
+
+    The facts the rules derive from these are worked out once, here, as
+    cached properties (``drafter_arch``, ``default_ids``, ``checked_ids``,
+    ``eagle31_flags``): every rule and every question reads the same value.
     """
 
     target_dir: Path
@@ -577,12 +625,50 @@ class Pair:
     declared_ids: Any
     ids_key: str
     drafter_raw: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    speculators_reading: SpeculatorsReading | None = None
 
     @property
     def speculators(self) -> bool:
         """The head is in the ``speculators`` format (``drafter_cfg`` is then
         ``drafter_view`` of ``drafter_raw``)."""
-        return is_speculators(self.drafter_raw)
+        return self.speculators_reading is not None
+
+    @functools.cached_property
+    def drafter_arch(self) -> str | None:
+        """The drafter's architecture: the first of a list whose first entry
+        is a string, else ``None`` (rule ``drafter-config``)."""
+        archs = self.drafter_cfg.get("architectures")
+        return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+
+    @property
+    def drafter_label(self) -> str:
+        """The drafter's architecture as a report names it (``"?"`` when none)."""
+        return "?" if self.drafter_arch is None else self.drafter_arch
+
+    @functools.cached_property
+    def default_ids(self) -> list[int]:
+        """The target's default aux layer ids, ``(2, N//2, N-3)``
+        (``default_layer_ids``; N taken as 0 when the target has none)."""
+        return default_layer_ids(self.num_layers or 0)
+
+    @functools.cached_property
+    def checked_ids(self) -> list[int] | None:
+        """The aux layer ids the rules check and the wheel is asked about: the
+        declared ones, else the target's default ``(2, N//2, N-3)``.
+
+        ``None`` where the rules stop before the ids: the target config has
+        no N or hidden size, the drafter config no architectures, or the ids
+        are not a non-empty list of integers.
+        """
+        if self.num_layers is None or self.target_hidden is None or self.drafter_arch is None:
+            return None
+        ids = self.default_ids if self.declared_ids is None else self.declared_ids
+        return list(ids) if _is_int_list(ids) and ids else None
+
+    @functools.cached_property
+    def eagle31_flags(self) -> tuple[str, ...]:
+        """The EAGLE 3.1 flags (``EAGLE31_FLAGS``) the drafter sets (``_flag``)."""
+        return tuple(f for f in EAGLE31_FLAGS if _flag(self.drafter_cfg, f))
 
     @property
     def target_file(self) -> str:
@@ -617,7 +703,8 @@ def load_pair(target_dir: Path, drafter_dir: Path) -> Pair:
             raise InputError(f"{d}: {role} directory does not exist")
     tcfg = read_json(target_dir / "config.json")
     raw = read_json(drafter_dir / "config.json")
-    dcfg = drafter_view(raw)
+    reading = read_speculators(raw)
+    dcfg = drafter_view(raw, reading)
     tensors = {normalise(n): t for n, t in read_checkpoint_tensors(drafter_dir).items()}
     target_tensors = read_checkpoint_tensors(target_dir)
     tc = text_config(tcfg)
@@ -635,41 +722,13 @@ def load_pair(target_dir: Path, drafter_dir: Path) -> Pair:
         ids,
         ids_key,
         raw,
+        reading,
     )
 
 
 def first_arch(cfg: Mapping[str, Any]) -> Any:
     """The first of ``architectures`` as a report names it (``"?"`` when none)."""
     return (cfg.get("architectures") or ["?"])[0]
-
-
-def drafter_arch(pair: Pair) -> str | None:
-    """The drafter's architecture: the first of a list whose first entry is a
-    string, else ``None`` (rule ``drafter-config``)."""
-    archs = pair.drafter_cfg.get("architectures")
-    return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
-
-
-def _is_int_list(ids: Any) -> bool:
-    return isinstance(ids, list) and all(
-        isinstance(i, int) and not isinstance(i, bool) for i in ids
-    )
-
-
-def checked_layer_ids(pair: Pair) -> list[int] | None:
-    """The aux layer ids the rules check and the wheel is asked about: the
-    declared ones, else the target's default ``(2, N//2, N-3)``.
-
-    ``None`` where the rules stop before the ids: the target config has no
-    N or hidden size, the drafter config no architectures, or the ids are
-    not a non-empty list of integers.
-    """
-    if pair.num_layers is None or pair.target_hidden is None or drafter_arch(pair) is None:
-        return None
-    ids = pair.declared_ids
-    if ids is None:
-        ids = default_layer_ids(pair.num_layers)
-    return list(ids) if _is_int_list(ids) and ids else None
 
 
 def looks_like_head(cfg: Mapping[str, Any]) -> bool:
@@ -695,8 +754,7 @@ def swapped_arguments(pair: Pair) -> Finding | None:
     target is not a Kimi-K2.5 / DeepSeek model at all. ``None`` otherwise."""
     if not looks_like_head(pair.target_cfg) or looks_like_target(pair.target_cfg):
         return None
-    t_arch = (pair.target_cfg.get("architectures") or ["?"])[0]
-    d_arch = (pair.drafter_cfg.get("architectures") or ["?"])[0]
+    t_arch, d_arch = first_arch(pair.target_cfg), pair.drafter_label
     if looks_like_target(pair.drafter_cfg):
         msg = (
             f"the arguments are swapped: --model {pair.target_dir} is an EAGLE-3 head "
@@ -851,9 +909,8 @@ def _speculators_finding(pair: Pair, severity: str, rule: str, message: str, key
 def _speculators_format_errors(pair: Pair) -> list[Finding]:
     """``speculators-format`` errors: what this series' vLLM cannot serve
     from a ``speculators`` head (``speculators_rules``)."""
-    raw = pair.drafter_raw
+    raw, reading = pair.drafter_raw, pair.speculators_reading
     s_type = raw.get(SPECULATORS_TYPE_KEY)
-    layer = raw.get("transformer_layer_config")
     out: list[Finding] = []
 
     def error(message: str, key: str) -> None:
@@ -866,19 +923,19 @@ def _speculators_format_errors(pair: Pair) -> list[Finding]:
             "eagle3 speculators heads (vllm/transformers_utils/configs/speculators/algos.py)",
             SPECULATORS_TYPE_KEY,
         )
-    if not isinstance(layer, dict):
+    if reading is None or reading.layer is None:
         error(
             "a speculators head without a transformer_layer_config object: the drafter's "
             "layer sizes (hidden_size, vocab_size, heads) are not given",
             "transformer_layer_config",
         )
         return out
-    l_type = layer.get("model_type", "llama")
-    if str(l_type) not in SPECULATORS_LAYER_TYPES:
+    if reading.arch is None:
         error(
-            f"transformer_layer_config.model_type {l_type!r}: this series' vLLM builds an "
-            f"EAGLE-3 drafter from a speculators head only for {sorted(SPECULATORS_LAYER_TYPES)} "
-            "layers; 0.17.1 itself builds any layer as Eagle3LlamaForCausalLM (a qwen3 layer "
+            f"transformer_layer_config.model_type {reading.layer_type!r}: this series' vLLM "
+            "builds an EAGLE-3 drafter from a speculators head only for "
+            f"{sorted(SPECULATORS_LAYER_TYPES)} layers; 0.17.1 itself builds any layer as "
+            "Eagle3LlamaForCausalLM (a qwen3 layer "
             "loses its q/k norms), upstream serves qwen3 layers from 0.24.0 "
             "(Eagle3Qwen3ForCausalLM)",
             "transformer_layer_config.model_type",
@@ -925,13 +982,13 @@ def speculators_rules(pair: Pair) -> list[Finding]:
     out = _speculators_format_errors(pair) + _speculators_verifier_warning(pair)
     if out:
         return out
-    raw = pair.drafter_raw
-    l_type = raw["transformer_layer_config"].get("model_type", "llama")
+    raw, reading = pair.drafter_raw, pair.speculators_reading
+    l_type = reading.layer_type if reading is not None else None
     fields = ", ".join(f"{f} {raw[f]}" for f in SPECULATORS_MATH_FLAGS if f in raw)
     message = (
         f"speculators format ({SPECULATORS_TYPE_KEY} {raw.get(SPECULATORS_TYPE_KEY)}, "
         f"speculators {raw.get('speculators_version', '?')}): read as "
-        f"transformer_layer_config (model_type {l_type}) -> {first_arch(pair.drafter_cfg)}, "
+        f"transformer_layer_config (model_type {l_type}) -> {pair.drafter_label}, "
         f"with {fields or 'no norm flags'}"
     )
     return [_speculators_finding(pair, INFO, "speculators", message, SPECULATORS_TYPE_KEY)]
@@ -942,7 +999,7 @@ def drafter_rules(pair: Pair, override: MtpOverride | Unanswered | None = None) 
     then ``speculators`` (a head in that format), ``mtp-trap``, ``mla``, and
     either ``no-weights`` (no safetensors) or the EAGLE 3.1 flags against
     the weights (``eagle31_findings``)."""
-    d_arch = drafter_arch(pair)
+    d_arch = pair.drafter_arch
     if d_arch is None:
         message = "the drafter config has no architectures list"
         return [
@@ -968,7 +1025,7 @@ def layer_ids_source_rules(pair: Pair) -> list[Finding]:
     """Where the ids come from: ``layer-ids-conflict`` (top level and
     ``eagle_config`` differ), ``layer-ids-absent`` (the target's default),
     then ``layer-ids-type`` or ``layer-ids-empty`` (errors), else
-    ``layer-ids-source`` (info). Needs N (``checked_layer_ids``)."""
+    ``layer-ids-source`` (info). Needs N (``Pair.checked_ids``)."""
     dc, ids, src = pair.drafter_cfg, pair.declared_ids, pair.ids_key
     raw_nested = dc.get("eagle_config")
     nested: dict[str, Any] = raw_nested if isinstance(raw_nested, dict) else {}
@@ -982,7 +1039,7 @@ def layer_ids_source_rules(pair: Pair) -> list[Finding]:
             key = f"eagle_config.{LAYER_IDS_KEY}"
             out.append(_layer_ids_finding(pair, WARNING, "layer-ids-conflict", message, key))
     if ids is None:
-        ids = default_layer_ids(pair.num_layers or 0)
+        ids = pair.default_ids
         message = (
             f"no {LAYER_IDS_KEY} at the top level or under eagle_config: vLLM uses the target's "
             f"default (2, N//2, N-3) = {ids} (vllm PR #50170); was the head trained on those?"
@@ -1025,7 +1082,7 @@ def layer_ids_value_rules(pair: Pair, ids: list[int]) -> list[Finding]:
     if dups:
         message = f"id(s) {dups} repeated in {ids}"
         out.append(_layer_ids_finding(pair, ERROR, "layer-id-duplicate", message, key))
-    if not bad and (n in ids or ids == [i + 1 for i in default_layer_ids(n)]):
+    if not bad and (n in ids or ids == [i + 1 for i in pair.default_ids]):
         why = f"include N = {n}" if n in ids else "equal the default (2, N//2, N-3) plus one"
         message = (
             f"ids {ids} {why}: if the trainer counted id i as the OUTPUT of layer i, every id "
@@ -1184,26 +1241,16 @@ def check_pair(pair: Pair, override: MtpOverride | Unanswered | None = None) -> 
     if pair.num_layers is None or pair.target_hidden is None:
         return out
     out += drafter_rules(pair, override)
-    if drafter_arch(pair) is None:
+    if pair.drafter_arch is None:
         return out
     out += layer_ids_source_rules(pair)
-    ids = checked_layer_ids(pair)
+    ids = pair.checked_ids
     if ids is None:
         return out
     out += layer_ids_value_rules(pair, ids) + target_hidden_size_rule(pair)
     if not pair.tensors:
         return out
     return out + fc_rules(pair, ids) + draft_vocab_rules(pair) + embeddings_rule(pair)
-
-
-def _flag(cfg: Mapping[str, Any], flag: str) -> bool:
-    """An EAGLE 3.1 flag as the series' drafters read it: ``norm_before_fc``
-    under ``eagle_config`` first, then at the top level; the others at the
-    top level."""
-    nested = cfg.get("eagle_config")
-    if flag == "norm_before_fc" and isinstance(nested, dict) and flag in nested:
-        return bool(nested[flag])
-    return bool(cfg.get(flag))
 
 
 def aux_state_count(pair: Pair) -> tuple[int, int]:
@@ -1217,11 +1264,6 @@ def aux_state_count(pair: Pair) -> tuple[int, int]:
         return fc.shape[1] // th, th
     ids = pair.declared_ids
     return (len(ids) if isinstance(ids, list) and ids else UPSTREAM_FC_STATES), th
-
-
-def eagle31_flags(pair: Pair) -> list[str]:
-    """The EAGLE 3.1 flags (``EAGLE31_FLAGS``) the drafter sets."""
-    return [f for f in EAGLE31_FLAGS if _flag(pair.drafter_cfg, f)]
 
 
 def _fc_norm_problem(pair: Pair, k: int, th: int) -> str:
@@ -1283,7 +1325,7 @@ def eagle31_findings(pair: Pair) -> list[Finding]:
         "norm_output": "norm.weight",
     }
     out: list[Finding] = []
-    for flag in eagle31_flags(pair):
+    for flag in pair.eagle31_flags:
         if problems[flag]:
             severity, rule = ERROR, "eagle31-weights"
             message = f"{flag} is set (EAGLE 3.1): {problems[flag]}"
@@ -1297,7 +1339,7 @@ def eagle31_findings(pair: Pair) -> list[Finding]:
 def _eagle31_weights_without_flags(pair: Pair) -> list[Finding]:
     """``eagle31-weights`` warnings: ``fc_norm`` or ``input_norm`` weights
     whose flag is not set, which vLLM does not apply or skips."""
-    tensors, flags = pair.tensors, eagle31_flags(pair)
+    tensors, flags = pair.tensors, pair.eagle31_flags
     has_fc_norm = "fc_norm.weight" in tensors or any(FC_NORM.fullmatch(n) for n in tensors)
     out: list[Finding] = []
     for flag, there, what, fate in (
@@ -1585,7 +1627,7 @@ def ask_runner_ids(pair: Pair, spec: Any) -> RunnerIds | Unanswered:
             SimpleNamespace(speculative_config=spec)
         )
         if not used:
-            return RunnerIds(default_layer_ids(pair.num_layers or 0), "the target's default")
+            return RunnerIds(list(pair.default_ids), "the target's default")
         return RunnerIds(list(used), "from the drafter config")
     except Exception as exc:  # noqa: BLE001
         return Unanswered(_first_line(exc))
@@ -1700,14 +1742,13 @@ def _ask_with_spec(
 ) -> WheelAnswers:
     """The questions that follow the ``SpeculativeConfig`` verdict."""
     if spec.config is None:
-        registered = ask_registered(registry, str(first_arch(pair.drafter_cfg)))
+        registered = ask_registered(registry, pair.drafter_label)
         return dataclasses.replace(answers, drafter=registered)
     drafter = ask_drafter_class(registry, spec.config)
     source = None
-    if isinstance(drafter, DrafterClass) and drafter.cls is not None and eagle31_flags(pair):
+    if isinstance(drafter, DrafterClass) and drafter.cls is not None and pair.eagle31_flags:
         source = ask_module_source(drafter.cls)
-    ids = checked_layer_ids(pair)
-    runner_ids = ask_runner_ids(pair, spec.config) if ids is not None else None
+    runner_ids = ask_runner_ids(pair, spec.config) if pair.checked_ids is not None else None
     refusal = None
     if isinstance(runner_ids, RunnerIds):
         refusal = ask_ids_refusal(pair, registry, runner_ids.ids)
@@ -1806,7 +1847,7 @@ def drafter_class_findings(
     """``drafter-class``: the class the wheel resolves the drafter to, its
     refusal, or (when ``SpeculativeConfig`` refused) whether the registry
     lists the drafter's EAGLE-3 name at all."""
-    d_arch = first_arch(pair.drafter_cfg)
+    d_arch = pair.drafter_label
     if drafter is None:
         return []
     if isinstance(drafter, Unanswered):
@@ -1842,7 +1883,7 @@ def eagle31_wheel_findings(
         return [
             _vllm_finding(NOTE, "eagle31-wheel", f"could not read {module}'s source: {source.why}")
         ]
-    flags = eagle31_flags(pair)
+    flags = pair.eagle31_flags
     ignored = [f for f in flags if f not in source]
     if ignored:
         message = (
@@ -1927,7 +1968,7 @@ def layer_ids_wheel_findings(
             f"its target model refuses them at load: {refusal}"
         )
         return [finding(ERROR, message)]
-    declared = checked_layer_ids(pair)
+    declared = pair.checked_ids
     if used != declared:
         message = (
             f"this wheel will use ids {used} ({how}), not the "
