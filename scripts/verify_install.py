@@ -40,8 +40,11 @@ How the preflight reads, top to bottom:
    configs, the drafter's tensor headers, N, the hidden size and the
    declared layer ids, exactly as the files say; a head in the
    ``speculators`` format is read in vLLM's layout (``drafter_view``: its
-   ``transformer_layer_config`` with its EAGLE-3 fields over it), the file
-   as written kept beside it (``Pair.drafter_raw``).
+   ``transformer_layer_config`` with its EAGLE-3 fields over it, read
+   once by ``read_speculators``), the file as written kept beside it
+   (``Pair.drafter_raw``). What the rules derive from it (the drafter's
+   architecture, the checked layer ids, the EAGLE 3.1 flags) are cached
+   properties of the pair, worked out once.
 2. **The file rules**, one function per family, each taking the pair and
    returning findings (``target_rules``, ``drafter_rules``,
    ``layer_ids_source_rules``, ``layer_ids_value_rules``,
@@ -56,9 +59,13 @@ How the preflight reads, top to bottom:
    answer, or ``Unanswered`` when the API it needs is missing (a private
    function renamed): a
    ``note``, never a false error. ``ask_vllm`` asks them all.
-4. **The answers as findings** (``wheel_findings``), and ``preflight``,
-   which combines the two: the wheel's ``hf_config_override`` answer sets
-   the ``mtp-trap`` rule's severity once, nothing is rewritten afterwards.
+4. **The answers as findings** (``wheel_findings``), and
+   ``preflight_report``, which combines the two: the wheel's
+   ``hf_config_override`` answer sets the ``mtp-trap`` rule's severity
+   once, nothing is rewritten afterwards. Its ``Report`` carries the
+   findings and whether vLLM was asked (``vllm_asked``), which the verdict
+   reads; ``render`` and ``to_json`` print it, ``preflight_entry`` is the
+   one way in.
 """
 
 from __future__ import annotations
@@ -2067,7 +2074,19 @@ def read_pair(target_dir: Path, drafter_dir: Path) -> tuple[list[Finding], Pair 
         return [*found, Finding(ERROR, "input", "input", str(exc))], None
 
 
-def preflight(target_dir: Path, drafter_dir: Path, use_vllm: bool = True) -> list[Finding]:
+@dataclass(frozen=True)
+class Report:
+    """A preflight's outcome (``preflight_report``): the findings in report
+    order, and ``vllm_asked``: the installed vLLM imported and was asked
+    about the pair (``False`` with ``--no-vllm``, when vLLM does not import,
+    or when bad input stopped the preflight first). The verdict reads it;
+    no finding's text is parsed for it."""
+
+    findings: list[Finding]
+    vllm_asked: bool
+
+
+def preflight_report(target_dir: Path, drafter_dir: Path, use_vllm: bool = True) -> Report:
     """All findings for a pair: the file rules, then the installed vLLM's answers.
 
     ``target_dir`` and ``drafter_dir`` are local directories or Hugging Face
@@ -2079,17 +2098,23 @@ def preflight(target_dir: Path, drafter_dir: Path, use_vllm: bool = True) -> lis
     """
     found, pair = read_pair(target_dir, drafter_dir)
     if pair is None:
-        return found
+        return Report(found, vllm_asked=False)
     swapped = swapped_arguments(pair)
     if swapped is not None:
-        return [*found, swapped]
+        return Report([*found, swapped], vllm_asked=False)
     answers = ask_vllm(pair) if use_vllm else None
     found += check_pair(pair, answers.override if answers else None)
     found.append(target_weights_finding(pair))
     if answers is None:
         message = "installed vLLM not asked (--no-vllm): file rules only"
-        return [*found, Finding(INFO, "vllm", "vllm", message)]
-    return found + wheel_findings(pair, answers)
+        return Report([*found, Finding(INFO, "vllm", "vllm", message)], vllm_asked=False)
+    asked = not isinstance(answers.installed, Unanswered)
+    return Report(found + wheel_findings(pair, answers), vllm_asked=asked)
+
+
+def preflight(target_dir: Path, drafter_dir: Path, use_vllm: bool = True) -> list[Finding]:
+    """The findings of ``preflight_report``, alone."""
+    return preflight_report(target_dir, drafter_dir, use_vllm).findings
 
 
 def exit_code(findings: Sequence[Finding], strict: bool = False) -> int:
@@ -2098,8 +2123,9 @@ def exit_code(findings: Sequence[Finding], strict: bool = False) -> int:
     return 1 if any(f.severity in failing for f in findings) else 0
 
 
-def render(findings: Sequence[Finding], target_dir: Path, drafter_dir: Path, strict: bool) -> str:
+def render(report: Report, target_dir: Path, drafter_dir: Path, strict: bool) -> str:
     """The human report: one line per finding, then a summary line."""
+    findings = report.findings
     lines = [f"preflight: target {target_dir}", f"           drafter {drafter_dir}"]
 
     def short(path: str) -> str:
@@ -2118,29 +2144,30 @@ def render(findings: Sequence[Finding], target_dir: Path, drafter_dir: Path, str
     code = exit_code(findings, strict)
     lines.append(
         f"preflight: {counts[ERROR]} error(s), {counts[WARNING]} warning(s), "
-        f"{counts[NOTE]} note(s){' (--strict)' if strict else ''}: {verdict(findings, code)}"
+        f"{counts[NOTE]} note(s){' (--strict)' if strict else ''}: {verdict(report, code)}"
     )
     return "\n".join(lines)
 
 
-def verdict(findings: Sequence[Finding], code: int) -> str:
-    """``FAILED``; ``OK``; or, when the installed vLLM was not asked
-    (``--no-vllm``), ``OK (file rules only: vLLM not asked)``."""
+def verdict(report: Report, code: int) -> str:
+    """``FAILED`` for a nonzero ``code``; else ``OK``, or, when the installed
+    vLLM was not asked (``Report.vllm_asked``; ``--no-vllm``), ``OK (file
+    rules only: vLLM not asked)``."""
     if code:
         return "FAILED"
-    asked = any(f.rule == "vllm" and f.message.startswith("vllm ") for f in findings)
-    return "OK" if asked else "OK (file rules only: vLLM not asked)"
+    return "OK" if report.vllm_asked else "OK (file rules only: vLLM not asked)"
 
 
-def to_json(findings: Sequence[Finding], target_dir: Path, drafter_dir: Path, strict: bool) -> str:
+def to_json(report: Report, target_dir: Path, drafter_dir: Path, strict: bool) -> str:
     """The same findings as one JSON object, for fleet automation."""
+    findings = report.findings
     return json.dumps(
         {
             "target": str(target_dir),
             "drafter": str(drafter_dir),
             "strict": strict,
             "exit_code": exit_code(findings, strict),
-            "verdict": verdict(findings, exit_code(findings, strict)),
+            "verdict": verdict(report, exit_code(findings, strict)),
             "counts": {s: sum(f.severity == s for f in findings) for s in SEVERITIES},
             "findings": [asdict(f) for f in findings],
         },
@@ -2153,9 +2180,9 @@ def run_preflight(
 ) -> int:
     """Print the report (or JSON) to stdout; return the exit code."""
     td, dd = Path(target), Path(drafter)
-    findings = preflight(td, dd, use_vllm)
-    print(to_json(findings, td, dd, strict) if as_json else render(findings, td, dd, strict))
-    return exit_code(findings, strict)
+    report = preflight_report(td, dd, use_vllm)
+    print(to_json(report, td, dd, strict) if as_json else render(report, td, dd, strict))
+    return exit_code(report.findings, strict)
 
 
 def add_preflight_arguments(ap: argparse.ArgumentParser) -> None:
