@@ -616,8 +616,8 @@ class Pair:
     (``read_speculators``), ``None`` for a plain head.
 
     The facts the rules derive from these are worked out once, here, as
-    cached properties (``drafter_arch``, ``default_ids``, ``checked_ids``,
-    ``eagle31_flags``): every rule and every question reads the same value.
+    cached properties (``target_arch``, ``drafter_arch``, ``default_ids``,
+    ``checked_ids``, ``eagle31_flags``): every rule and every question reads the same value.
     """
 
     target_dir: Path
@@ -639,6 +639,12 @@ class Pair:
         """The head is in the ``speculators`` format (``drafter_cfg`` is then
         ``drafter_view`` of ``drafter_raw``)."""
         return self.speculators_reading is not None
+
+    @functools.cached_property
+    def target_arch(self) -> Any:
+        """The target's architecture as reports name it and the registry is
+        asked for it: the first of its ``architectures`` (``first_arch``)."""
+        return first_arch(self.target_cfg)
 
     @functools.cached_property
     def drafter_arch(self) -> str | None:
@@ -761,7 +767,7 @@ def swapped_arguments(pair: Pair) -> Finding | None:
     target is not a Kimi-K2.5 / DeepSeek model at all. ``None`` otherwise."""
     if not looks_like_head(pair.target_cfg) or looks_like_target(pair.target_cfg):
         return None
-    t_arch, d_arch = first_arch(pair.target_cfg), pair.drafter_label
+    t_arch, d_arch = pair.target_arch, pair.drafter_label
     if looks_like_target(pair.drafter_cfg):
         msg = (
             f"the arguments are swapped: --model {pair.target_dir} is an EAGLE-3 head "
@@ -856,7 +862,7 @@ def target_rules(pair: Pair) -> list[Finding]:
             INFO,
             "target",
             "target",
-            f"{first_arch(pair.target_cfg)}, text model_type {pair.text_cfg.get('model_type')}, "
+            f"{pair.target_arch}, text model_type {pair.text_cfg.get('model_type')}, "
             f"N = {n} layers, hidden {th}",
             pair.target_file,
             "architectures",
@@ -964,7 +970,7 @@ def _speculators_verifier_warning(pair: Pair) -> list[Finding]:
     verifier = spec.get("verifier") if isinstance(spec, dict) else None
     verifier = verifier if isinstance(verifier, dict) else {}
     v_archs = verifier.get("architectures")
-    t_arch = first_arch(pair.target_cfg)
+    t_arch = pair.target_arch
     if not isinstance(v_archs, list) or not v_archs or t_arch in v_archs:
         return []
     message = (
@@ -1737,7 +1743,7 @@ def ask_vllm(pair: Pair) -> WheelAnswers:
         registry = ask_registry()
         if isinstance(registry, Unanswered):
             return WheelAnswers(installed, registry)
-        target = ask_target_class(registry, first_arch(pair.target_cfg))
+        target = ask_target_class(registry, pair.target_arch)
         override = ask_mtp_override(pair)
         spec = ask_speculative_config(pair)
         answers = WheelAnswers(installed, registry, target, override, spec)
@@ -1804,7 +1810,7 @@ def installed_findings(installed: Installed | Unanswered) -> list[Finding]:
 
 def target_class_findings(pair: Pair, target: TargetClass | Unanswered | None) -> list[Finding]:
     """``target-eagle3``: the wheel's class for the target and ``supports_eagle3``."""
-    arch = first_arch(pair.target_cfg)
+    arch = pair.target_arch
     if target is None:
         return []
     if isinstance(target, Unanswered):
