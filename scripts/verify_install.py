@@ -29,9 +29,10 @@ has a severity (``error``, ``warning``, ``note``, ``info``), a rule id, and
 the file and key or tensor it comes from. Exit codes: 0 no errors (warnings
 allowed), 1 an error (with ``--strict`` warnings count as errors), 2 usage.
 
-The rules (``check_pair``) need no vLLM; the repository's
-``PYTHONPATH=scripts python -m vpq preflight`` runs ``preflight_main`` from
-this file.
+The rules (``check_pair``) need no vLLM. Every way in (this script,
+the repository's ``PYTHONPATH=scripts python -m vpq preflight`` and the
+tool's CLI) goes through ``preflight_entry``: one usage check, one guard
+(an unexpected exception is one line, exit 1), the same output.
 
 How the preflight reads, top to bottom:
 
@@ -39,8 +40,11 @@ How the preflight reads, top to bottom:
    configs, the drafter's tensor headers, N, the hidden size and the
    declared layer ids, exactly as the files say; a head in the
    ``speculators`` format is read in vLLM's layout (``drafter_view``: its
-   ``transformer_layer_config`` with its EAGLE-3 fields over it), the file
-   as written kept beside it (``Pair.drafter_raw``).
+   ``transformer_layer_config`` with its EAGLE-3 fields over it, read
+   once by ``read_speculators``), the file as written kept beside it
+   (``Pair.drafter_raw``). What the rules derive from it (the drafter's
+   architecture, the checked layer ids, the EAGLE 3.1 flags) are cached
+   properties of the pair, worked out once.
 2. **The file rules**, one function per family, each taking the pair and
    returning findings (``target_rules``, ``drafter_rules``,
    ``layer_ids_source_rules``, ``layer_ids_value_rules``,
@@ -55,9 +59,13 @@ How the preflight reads, top to bottom:
    answer, or ``Unanswered`` when the API it needs is missing (a private
    function renamed): a
    ``note``, never a false error. ``ask_vllm`` asks them all.
-4. **The answers as findings** (``wheel_findings``), and ``preflight``,
-   which combines the two: the wheel's ``hf_config_override`` answer sets
-   the ``mtp-trap`` rule's severity once, nothing is rewritten afterwards.
+4. **The answers as findings** (``wheel_findings``), and
+   ``preflight_report``, which combines the two: the wheel's
+   ``hf_config_override`` answer sets the ``mtp-trap`` rule's severity
+   once, nothing is rewritten afterwards. Its ``Report`` carries the
+   findings and whether vLLM was asked (``vllm_asked``), which the verdict
+   reads; ``render`` and ``to_json`` print it, ``preflight_entry`` is the
+   one way in.
 """
 
 from __future__ import annotations
@@ -517,27 +525,53 @@ def is_speculators(cfg: Mapping[str, Any]) -> bool:
     return SPECULATORS_TYPE_KEY in cfg or isinstance(cfg.get("speculators_config"), dict)
 
 
-def drafter_view(cfg: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SpeculatorsReading:
+    """How a head in the ``speculators`` format is read, worked out once at
+    load (``read_speculators``) for ``drafter_view`` and every rule.
+
+    ``layer``: its ``transformer_layer_config`` when that is an object, else
+    ``None``. ``layer_type``: that layer's ``model_type`` as written
+    (``"llama"`` when unset or when there is no layer object). ``arch``: the
+    architecture vLLM gives such a layer (``SPECULATORS_LAYER_TYPES``),
+    ``None`` for a layer type it has no EAGLE-3 drafter for.
+    """
+
+    layer: Mapping[str, Any] | None
+    layer_type: Any
+    arch: str | None
+
+
+def read_speculators(raw: Mapping[str, Any]) -> SpeculatorsReading | None:
+    """The drafter's ``config.json`` read as a ``speculators`` head, ``None``
+    for a plain head (``is_speculators``)."""
+    if not is_speculators(raw):
+        return None
+    layer = raw.get("transformer_layer_config")
+    layer = layer if isinstance(layer, dict) else None
+    layer_type = layer.get("model_type", "llama") if layer is not None else "llama"
+    return SpeculatorsReading(layer, layer_type, SPECULATORS_LAYER_TYPES.get(str(layer_type)))
+
+
+def drafter_view(raw: dict[str, Any], reading: SpeculatorsReading | None) -> dict[str, Any]:
     """The drafter's config as the rules read it, in vLLM's own layout.
 
-    A plain head's config is returned as it is. A ``speculators`` head's is
-    its ``transformer_layer_config`` with the ``eagle3`` fields
-    (``SPECULATORS_EAGLE3_FIELDS``) the file sets copied over it, and the
-    architecture vLLM gives it (``SPECULATORS_LAYER_TYPES``; an unknown
-    layer type keeps the format's own ``architectures``): what the head was
-    trained as, whatever a wheel's converter keeps (``speculators-wheel``
-    compares the two). A ``null`` field is left out, as vLLM's converter
-    leaves out a ``null`` ``target_hidden_size``.
+    A plain head's config (``reading`` ``None``) is returned as it is. A
+    ``speculators`` head's is its ``transformer_layer_config`` with the
+    ``eagle3`` fields (``SPECULATORS_EAGLE3_FIELDS``) the file sets copied
+    over it, and the architecture vLLM gives it (``reading.arch``; an
+    unknown layer type keeps the format's own ``architectures``): what the
+    head was trained as, whatever a wheel's converter keeps
+    (``speculators-wheel`` compares the two). A ``null`` field is left out,
+    as vLLM's converter leaves out a ``null`` ``target_hidden_size``.
     """
-    if not is_speculators(cfg):
-        return cfg
-    layer = cfg.get("transformer_layer_config")
-    view: dict[str, Any] = dict(layer) if isinstance(layer, dict) else {}
+    if reading is None:
+        return raw
+    view: dict[str, Any] = dict(reading.layer) if reading.layer is not None else {}
     for key in SPECULATORS_EAGLE3_FIELDS:
-        if cfg.get(key) is not None:
-            view[key] = cfg[key]
-    arch = SPECULATORS_LAYER_TYPES.get(str(view.get("model_type", "llama")))
-    view["architectures"] = [arch] if arch else cfg.get("architectures")
+        if raw.get(key) is not None:
+            view[key] = raw[key]
+    view["architectures"] = [reading.arch] if reading.arch else raw.get("architectures")
     return view
 
 
@@ -545,6 +579,22 @@ def default_layer_ids(num_layers: int) -> list[int]:
     """The target's default aux layers, ``(2, N // 2, N - 3)``
     (``get_eagle3_aux_hidden_state_layers`` in vLLM's Llama and DeepSeek models)."""
     return [2, num_layers // 2, num_layers - 3]
+
+
+def _is_int_list(ids: Any) -> bool:
+    return isinstance(ids, list) and all(
+        isinstance(i, int) and not isinstance(i, bool) for i in ids
+    )
+
+
+def _flag(cfg: Mapping[str, Any], flag: str) -> bool:
+    """An EAGLE 3.1 flag as the series' drafters read it: ``norm_before_fc``
+    under ``eagle_config`` first, then at the top level; the others at the
+    top level."""
+    nested = cfg.get("eagle_config")
+    if flag == "norm_before_fc" and isinstance(nested, dict) and flag in nested:
+        return bool(nested[flag])
+    return bool(cfg.get(flag))
 
 
 @dataclass(frozen=True)
@@ -562,6 +612,12 @@ class Pair:
     integer. ``declared_ids``: the drafter's
     ``eagle_aux_hidden_state_layer_ids`` as written (``None`` when absent,
     any JSON value otherwise) and ``ids_key`` where (``declared_layer_ids``).
+    ``speculators_reading``: how a ``speculators`` head is read
+    (``read_speculators``), ``None`` for a plain head.
+
+    The facts the rules derive from these are worked out once, here, as
+    cached properties (``target_arch``, ``drafter_arch``, ``default_ids``,
+    ``checked_ids``, ``eagle31_flags``): every rule and every question reads the same value.
     """
 
     target_dir: Path
@@ -576,12 +632,56 @@ class Pair:
     declared_ids: Any
     ids_key: str
     drafter_raw: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    speculators_reading: SpeculatorsReading | None = None
 
     @property
     def speculators(self) -> bool:
         """The head is in the ``speculators`` format (``drafter_cfg`` is then
         ``drafter_view`` of ``drafter_raw``)."""
-        return is_speculators(self.drafter_raw)
+        return self.speculators_reading is not None
+
+    @functools.cached_property
+    def target_arch(self) -> Any:
+        """The target's architecture as reports name it and the registry is
+        asked for it: the first of its ``architectures`` (``first_arch``)."""
+        return first_arch(self.target_cfg)
+
+    @functools.cached_property
+    def drafter_arch(self) -> str | None:
+        """The drafter's architecture: the first of a list whose first entry
+        is a string, else ``None`` (rule ``drafter-config``)."""
+        archs = self.drafter_cfg.get("architectures")
+        return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+
+    @property
+    def drafter_label(self) -> str:
+        """The drafter's architecture as a report names it (``"?"`` when none)."""
+        return "?" if self.drafter_arch is None else self.drafter_arch
+
+    @functools.cached_property
+    def default_ids(self) -> list[int]:
+        """The target's default aux layer ids, ``(2, N//2, N-3)``
+        (``default_layer_ids``; N taken as 0 when the target has none)."""
+        return default_layer_ids(self.num_layers or 0)
+
+    @functools.cached_property
+    def checked_ids(self) -> list[int] | None:
+        """The aux layer ids the rules check and the wheel is asked about: the
+        declared ones, else the target's default ``(2, N//2, N-3)``.
+
+        ``None`` where the rules stop before the ids: the target config has
+        no N or hidden size, the drafter config no architectures, or the ids
+        are not a non-empty list of integers.
+        """
+        if self.num_layers is None or self.target_hidden is None or self.drafter_arch is None:
+            return None
+        ids = self.default_ids if self.declared_ids is None else self.declared_ids
+        return list(ids) if _is_int_list(ids) and ids else None
+
+    @functools.cached_property
+    def eagle31_flags(self) -> tuple[str, ...]:
+        """The EAGLE 3.1 flags (``EAGLE31_FLAGS``) the drafter sets (``_flag``)."""
+        return tuple(f for f in EAGLE31_FLAGS if _flag(self.drafter_cfg, f))
 
     @property
     def target_file(self) -> str:
@@ -616,7 +716,8 @@ def load_pair(target_dir: Path, drafter_dir: Path) -> Pair:
             raise InputError(f"{d}: {role} directory does not exist")
     tcfg = read_json(target_dir / "config.json")
     raw = read_json(drafter_dir / "config.json")
-    dcfg = drafter_view(raw)
+    reading = read_speculators(raw)
+    dcfg = drafter_view(raw, reading)
     tensors = {normalise(n): t for n, t in read_checkpoint_tensors(drafter_dir).items()}
     target_tensors = read_checkpoint_tensors(target_dir)
     tc = text_config(tcfg)
@@ -634,41 +735,13 @@ def load_pair(target_dir: Path, drafter_dir: Path) -> Pair:
         ids,
         ids_key,
         raw,
+        reading,
     )
 
 
 def first_arch(cfg: Mapping[str, Any]) -> Any:
     """The first of ``architectures`` as a report names it (``"?"`` when none)."""
     return (cfg.get("architectures") or ["?"])[0]
-
-
-def drafter_arch(pair: Pair) -> str | None:
-    """The drafter's architecture: the first of a list whose first entry is a
-    string, else ``None`` (rule ``drafter-config``)."""
-    archs = pair.drafter_cfg.get("architectures")
-    return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
-
-
-def _is_int_list(ids: Any) -> bool:
-    return isinstance(ids, list) and all(
-        isinstance(i, int) and not isinstance(i, bool) for i in ids
-    )
-
-
-def checked_layer_ids(pair: Pair) -> list[int] | None:
-    """The aux layer ids the rules check and the wheel is asked about: the
-    declared ones, else the target's default ``(2, N//2, N-3)``.
-
-    ``None`` where the rules stop before the ids: the target config has no
-    N or hidden size, the drafter config no architectures, or the ids are
-    not a non-empty list of integers.
-    """
-    if pair.num_layers is None or pair.target_hidden is None or drafter_arch(pair) is None:
-        return None
-    ids = pair.declared_ids
-    if ids is None:
-        ids = default_layer_ids(pair.num_layers)
-    return list(ids) if _is_int_list(ids) and ids else None
 
 
 def looks_like_head(cfg: Mapping[str, Any]) -> bool:
@@ -694,8 +767,7 @@ def swapped_arguments(pair: Pair) -> Finding | None:
     target is not a Kimi-K2.5 / DeepSeek model at all. ``None`` otherwise."""
     if not looks_like_head(pair.target_cfg) or looks_like_target(pair.target_cfg):
         return None
-    t_arch = (pair.target_cfg.get("architectures") or ["?"])[0]
-    d_arch = (pair.drafter_cfg.get("architectures") or ["?"])[0]
+    t_arch, d_arch = pair.target_arch, pair.drafter_label
     if looks_like_target(pair.drafter_cfg):
         msg = (
             f"the arguments are swapped: --model {pair.target_dir} is an EAGLE-3 head "
@@ -790,7 +862,7 @@ def target_rules(pair: Pair) -> list[Finding]:
             INFO,
             "target",
             "target",
-            f"{first_arch(pair.target_cfg)}, text model_type {pair.text_cfg.get('model_type')}, "
+            f"{pair.target_arch}, text model_type {pair.text_cfg.get('model_type')}, "
             f"N = {n} layers, hidden {th}",
             pair.target_file,
             "architectures",
@@ -850,9 +922,8 @@ def _speculators_finding(pair: Pair, severity: str, rule: str, message: str, key
 def _speculators_format_errors(pair: Pair) -> list[Finding]:
     """``speculators-format`` errors: what this series' vLLM cannot serve
     from a ``speculators`` head (``speculators_rules``)."""
-    raw = pair.drafter_raw
+    raw, reading = pair.drafter_raw, pair.speculators_reading
     s_type = raw.get(SPECULATORS_TYPE_KEY)
-    layer = raw.get("transformer_layer_config")
     out: list[Finding] = []
 
     def error(message: str, key: str) -> None:
@@ -865,19 +936,19 @@ def _speculators_format_errors(pair: Pair) -> list[Finding]:
             "eagle3 speculators heads (vllm/transformers_utils/configs/speculators/algos.py)",
             SPECULATORS_TYPE_KEY,
         )
-    if not isinstance(layer, dict):
+    if reading is None or reading.layer is None:
         error(
             "a speculators head without a transformer_layer_config object: the drafter's "
             "layer sizes (hidden_size, vocab_size, heads) are not given",
             "transformer_layer_config",
         )
         return out
-    l_type = layer.get("model_type", "llama")
-    if str(l_type) not in SPECULATORS_LAYER_TYPES:
+    if reading.arch is None:
         error(
-            f"transformer_layer_config.model_type {l_type!r}: this series' vLLM builds an "
-            f"EAGLE-3 drafter from a speculators head only for {sorted(SPECULATORS_LAYER_TYPES)} "
-            "layers; 0.17.1 itself builds any layer as Eagle3LlamaForCausalLM (a qwen3 layer "
+            f"transformer_layer_config.model_type {reading.layer_type!r}: this series' vLLM "
+            "builds an EAGLE-3 drafter from a speculators head only for "
+            f"{sorted(SPECULATORS_LAYER_TYPES)} layers; 0.17.1 itself builds any layer as "
+            "Eagle3LlamaForCausalLM (a qwen3 layer "
             "loses its q/k norms), upstream serves qwen3 layers from 0.24.0 "
             "(Eagle3Qwen3ForCausalLM)",
             "transformer_layer_config.model_type",
@@ -899,7 +970,7 @@ def _speculators_verifier_warning(pair: Pair) -> list[Finding]:
     verifier = spec.get("verifier") if isinstance(spec, dict) else None
     verifier = verifier if isinstance(verifier, dict) else {}
     v_archs = verifier.get("architectures")
-    t_arch = first_arch(pair.target_cfg)
+    t_arch = pair.target_arch
     if not isinstance(v_archs, list) or not v_archs or t_arch in v_archs:
         return []
     message = (
@@ -924,13 +995,13 @@ def speculators_rules(pair: Pair) -> list[Finding]:
     out = _speculators_format_errors(pair) + _speculators_verifier_warning(pair)
     if out:
         return out
-    raw = pair.drafter_raw
-    l_type = raw["transformer_layer_config"].get("model_type", "llama")
+    raw, reading = pair.drafter_raw, pair.speculators_reading
+    l_type = reading.layer_type if reading is not None else None
     fields = ", ".join(f"{f} {raw[f]}" for f in SPECULATORS_MATH_FLAGS if f in raw)
     message = (
         f"speculators format ({SPECULATORS_TYPE_KEY} {raw.get(SPECULATORS_TYPE_KEY)}, "
         f"speculators {raw.get('speculators_version', '?')}): read as "
-        f"transformer_layer_config (model_type {l_type}) -> {first_arch(pair.drafter_cfg)}, "
+        f"transformer_layer_config (model_type {l_type}) -> {pair.drafter_label}, "
         f"with {fields or 'no norm flags'}"
     )
     return [_speculators_finding(pair, INFO, "speculators", message, SPECULATORS_TYPE_KEY)]
@@ -941,7 +1012,7 @@ def drafter_rules(pair: Pair, override: MtpOverride | Unanswered | None = None) 
     then ``speculators`` (a head in that format), ``mtp-trap``, ``mla``, and
     either ``no-weights`` (no safetensors) or the EAGLE 3.1 flags against
     the weights (``eagle31_findings``)."""
-    d_arch = drafter_arch(pair)
+    d_arch = pair.drafter_arch
     if d_arch is None:
         message = "the drafter config has no architectures list"
         return [
@@ -967,7 +1038,7 @@ def layer_ids_source_rules(pair: Pair) -> list[Finding]:
     """Where the ids come from: ``layer-ids-conflict`` (top level and
     ``eagle_config`` differ), ``layer-ids-absent`` (the target's default),
     then ``layer-ids-type`` or ``layer-ids-empty`` (errors), else
-    ``layer-ids-source`` (info). Needs N (``checked_layer_ids``)."""
+    ``layer-ids-source`` (info). Needs N (``Pair.checked_ids``)."""
     dc, ids, src = pair.drafter_cfg, pair.declared_ids, pair.ids_key
     raw_nested = dc.get("eagle_config")
     nested: dict[str, Any] = raw_nested if isinstance(raw_nested, dict) else {}
@@ -981,7 +1052,7 @@ def layer_ids_source_rules(pair: Pair) -> list[Finding]:
             key = f"eagle_config.{LAYER_IDS_KEY}"
             out.append(_layer_ids_finding(pair, WARNING, "layer-ids-conflict", message, key))
     if ids is None:
-        ids = default_layer_ids(pair.num_layers or 0)
+        ids = pair.default_ids
         message = (
             f"no {LAYER_IDS_KEY} at the top level or under eagle_config: vLLM uses the target's "
             f"default (2, N//2, N-3) = {ids} (vllm PR #50170); was the head trained on those?"
@@ -1024,7 +1095,7 @@ def layer_ids_value_rules(pair: Pair, ids: list[int]) -> list[Finding]:
     if dups:
         message = f"id(s) {dups} repeated in {ids}"
         out.append(_layer_ids_finding(pair, ERROR, "layer-id-duplicate", message, key))
-    if not bad and (n in ids or ids == [i + 1 for i in default_layer_ids(n)]):
+    if not bad and (n in ids or ids == [i + 1 for i in pair.default_ids]):
         why = f"include N = {n}" if n in ids else "equal the default (2, N//2, N-3) plus one"
         message = (
             f"ids {ids} {why}: if the trainer counted id i as the OUTPUT of layer i, every id "
@@ -1183,26 +1254,16 @@ def check_pair(pair: Pair, override: MtpOverride | Unanswered | None = None) -> 
     if pair.num_layers is None or pair.target_hidden is None:
         return out
     out += drafter_rules(pair, override)
-    if drafter_arch(pair) is None:
+    if pair.drafter_arch is None:
         return out
     out += layer_ids_source_rules(pair)
-    ids = checked_layer_ids(pair)
+    ids = pair.checked_ids
     if ids is None:
         return out
     out += layer_ids_value_rules(pair, ids) + target_hidden_size_rule(pair)
     if not pair.tensors:
         return out
     return out + fc_rules(pair, ids) + draft_vocab_rules(pair) + embeddings_rule(pair)
-
-
-def _flag(cfg: Mapping[str, Any], flag: str) -> bool:
-    """An EAGLE 3.1 flag as the series' drafters read it: ``norm_before_fc``
-    under ``eagle_config`` first, then at the top level; the others at the
-    top level."""
-    nested = cfg.get("eagle_config")
-    if flag == "norm_before_fc" and isinstance(nested, dict) and flag in nested:
-        return bool(nested[flag])
-    return bool(cfg.get(flag))
 
 
 def aux_state_count(pair: Pair) -> tuple[int, int]:
@@ -1216,11 +1277,6 @@ def aux_state_count(pair: Pair) -> tuple[int, int]:
         return fc.shape[1] // th, th
     ids = pair.declared_ids
     return (len(ids) if isinstance(ids, list) and ids else UPSTREAM_FC_STATES), th
-
-
-def eagle31_flags(pair: Pair) -> list[str]:
-    """The EAGLE 3.1 flags (``EAGLE31_FLAGS``) the drafter sets."""
-    return [f for f in EAGLE31_FLAGS if _flag(pair.drafter_cfg, f)]
 
 
 def _fc_norm_problem(pair: Pair, k: int, th: int) -> str:
@@ -1282,7 +1338,7 @@ def eagle31_findings(pair: Pair) -> list[Finding]:
         "norm_output": "norm.weight",
     }
     out: list[Finding] = []
-    for flag in eagle31_flags(pair):
+    for flag in pair.eagle31_flags:
         if problems[flag]:
             severity, rule = ERROR, "eagle31-weights"
             message = f"{flag} is set (EAGLE 3.1): {problems[flag]}"
@@ -1296,7 +1352,7 @@ def eagle31_findings(pair: Pair) -> list[Finding]:
 def _eagle31_weights_without_flags(pair: Pair) -> list[Finding]:
     """``eagle31-weights`` warnings: ``fc_norm`` or ``input_norm`` weights
     whose flag is not set, which vLLM does not apply or skips."""
-    tensors, flags = pair.tensors, eagle31_flags(pair)
+    tensors, flags = pair.tensors, pair.eagle31_flags
     has_fc_norm = "fc_norm.weight" in tensors or any(FC_NORM.fullmatch(n) for n in tensors)
     out: list[Finding] = []
     for flag, there, what, fate in (
@@ -1584,7 +1640,7 @@ def ask_runner_ids(pair: Pair, spec: Any) -> RunnerIds | Unanswered:
             SimpleNamespace(speculative_config=spec)
         )
         if not used:
-            return RunnerIds(default_layer_ids(pair.num_layers or 0), "the target's default")
+            return RunnerIds(list(pair.default_ids), "the target's default")
         return RunnerIds(list(used), "from the drafter config")
     except Exception as exc:  # noqa: BLE001
         return Unanswered(_first_line(exc))
@@ -1687,7 +1743,7 @@ def ask_vllm(pair: Pair) -> WheelAnswers:
         registry = ask_registry()
         if isinstance(registry, Unanswered):
             return WheelAnswers(installed, registry)
-        target = ask_target_class(registry, first_arch(pair.target_cfg))
+        target = ask_target_class(registry, pair.target_arch)
         override = ask_mtp_override(pair)
         spec = ask_speculative_config(pair)
         answers = WheelAnswers(installed, registry, target, override, spec)
@@ -1699,14 +1755,13 @@ def _ask_with_spec(
 ) -> WheelAnswers:
     """The questions that follow the ``SpeculativeConfig`` verdict."""
     if spec.config is None:
-        registered = ask_registered(registry, str(first_arch(pair.drafter_cfg)))
+        registered = ask_registered(registry, pair.drafter_label)
         return dataclasses.replace(answers, drafter=registered)
     drafter = ask_drafter_class(registry, spec.config)
     source = None
-    if isinstance(drafter, DrafterClass) and drafter.cls is not None and eagle31_flags(pair):
+    if isinstance(drafter, DrafterClass) and drafter.cls is not None and pair.eagle31_flags:
         source = ask_module_source(drafter.cls)
-    ids = checked_layer_ids(pair)
-    runner_ids = ask_runner_ids(pair, spec.config) if ids is not None else None
+    runner_ids = ask_runner_ids(pair, spec.config) if pair.checked_ids is not None else None
     refusal = None
     if isinstance(runner_ids, RunnerIds):
         refusal = ask_ids_refusal(pair, registry, runner_ids.ids)
@@ -1755,7 +1810,7 @@ def installed_findings(installed: Installed | Unanswered) -> list[Finding]:
 
 def target_class_findings(pair: Pair, target: TargetClass | Unanswered | None) -> list[Finding]:
     """``target-eagle3``: the wheel's class for the target and ``supports_eagle3``."""
-    arch = first_arch(pair.target_cfg)
+    arch = pair.target_arch
     if target is None:
         return []
     if isinstance(target, Unanswered):
@@ -1805,7 +1860,7 @@ def drafter_class_findings(
     """``drafter-class``: the class the wheel resolves the drafter to, its
     refusal, or (when ``SpeculativeConfig`` refused) whether the registry
     lists the drafter's EAGLE-3 name at all."""
-    d_arch = first_arch(pair.drafter_cfg)
+    d_arch = pair.drafter_label
     if drafter is None:
         return []
     if isinstance(drafter, Unanswered):
@@ -1841,7 +1896,7 @@ def eagle31_wheel_findings(
         return [
             _vllm_finding(NOTE, "eagle31-wheel", f"could not read {module}'s source: {source.why}")
         ]
-    flags = eagle31_flags(pair)
+    flags = pair.eagle31_flags
     ignored = [f for f in flags if f not in source]
     if ignored:
         message = (
@@ -1926,7 +1981,7 @@ def layer_ids_wheel_findings(
             f"its target model refuses them at load: {refusal}"
         )
         return [finding(ERROR, message)]
-    declared = checked_layer_ids(pair)
+    declared = pair.checked_ids
     if used != declared:
         message = (
             f"this wheel will use ids {used} ({how}), not the "
@@ -2025,7 +2080,19 @@ def read_pair(target_dir: Path, drafter_dir: Path) -> tuple[list[Finding], Pair 
         return [*found, Finding(ERROR, "input", "input", str(exc))], None
 
 
-def preflight(target_dir: Path, drafter_dir: Path, use_vllm: bool = True) -> list[Finding]:
+@dataclass(frozen=True)
+class Report:
+    """A preflight's outcome (``preflight_report``): the findings in report
+    order, and ``vllm_asked``: the installed vLLM imported and was asked
+    about the pair (``False`` with ``--no-vllm``, when vLLM does not import,
+    or when bad input stopped the preflight first). The verdict reads it;
+    no finding's text is parsed for it."""
+
+    findings: list[Finding]
+    vllm_asked: bool
+
+
+def preflight_report(target_dir: Path, drafter_dir: Path, use_vllm: bool = True) -> Report:
     """All findings for a pair: the file rules, then the installed vLLM's answers.
 
     ``target_dir`` and ``drafter_dir`` are local directories or Hugging Face
@@ -2037,17 +2104,23 @@ def preflight(target_dir: Path, drafter_dir: Path, use_vllm: bool = True) -> lis
     """
     found, pair = read_pair(target_dir, drafter_dir)
     if pair is None:
-        return found
+        return Report(found, vllm_asked=False)
     swapped = swapped_arguments(pair)
     if swapped is not None:
-        return [*found, swapped]
+        return Report([*found, swapped], vllm_asked=False)
     answers = ask_vllm(pair) if use_vllm else None
     found += check_pair(pair, answers.override if answers else None)
     found.append(target_weights_finding(pair))
     if answers is None:
         message = "installed vLLM not asked (--no-vllm): file rules only"
-        return [*found, Finding(INFO, "vllm", "vllm", message)]
-    return found + wheel_findings(pair, answers)
+        return Report([*found, Finding(INFO, "vllm", "vllm", message)], vllm_asked=False)
+    asked = not isinstance(answers.installed, Unanswered)
+    return Report(found + wheel_findings(pair, answers), vllm_asked=asked)
+
+
+def preflight(target_dir: Path, drafter_dir: Path, use_vllm: bool = True) -> list[Finding]:
+    """The findings of ``preflight_report``, alone."""
+    return preflight_report(target_dir, drafter_dir, use_vllm).findings
 
 
 def exit_code(findings: Sequence[Finding], strict: bool = False) -> int:
@@ -2056,8 +2129,9 @@ def exit_code(findings: Sequence[Finding], strict: bool = False) -> int:
     return 1 if any(f.severity in failing for f in findings) else 0
 
 
-def render(findings: Sequence[Finding], target_dir: Path, drafter_dir: Path, strict: bool) -> str:
+def render(report: Report, target_dir: Path, drafter_dir: Path, strict: bool) -> str:
     """The human report: one line per finding, then a summary line."""
+    findings = report.findings
     lines = [f"preflight: target {target_dir}", f"           drafter {drafter_dir}"]
 
     def short(path: str) -> str:
@@ -2076,29 +2150,30 @@ def render(findings: Sequence[Finding], target_dir: Path, drafter_dir: Path, str
     code = exit_code(findings, strict)
     lines.append(
         f"preflight: {counts[ERROR]} error(s), {counts[WARNING]} warning(s), "
-        f"{counts[NOTE]} note(s){' (--strict)' if strict else ''}: {verdict(findings, code)}"
+        f"{counts[NOTE]} note(s){' (--strict)' if strict else ''}: {verdict(report, code)}"
     )
     return "\n".join(lines)
 
 
-def verdict(findings: Sequence[Finding], code: int) -> str:
-    """``FAILED``; ``OK``; or, when the installed vLLM was not asked
-    (``--no-vllm``), ``OK (file rules only: vLLM not asked)``."""
+def verdict(report: Report, code: int) -> str:
+    """``FAILED`` for a nonzero ``code``; else ``OK``, or, when the installed
+    vLLM was not asked (``Report.vllm_asked``; ``--no-vllm``), ``OK (file
+    rules only: vLLM not asked)``."""
     if code:
         return "FAILED"
-    asked = any(f.rule == "vllm" and f.message.startswith("vllm ") for f in findings)
-    return "OK" if asked else "OK (file rules only: vLLM not asked)"
+    return "OK" if report.vllm_asked else "OK (file rules only: vLLM not asked)"
 
 
-def to_json(findings: Sequence[Finding], target_dir: Path, drafter_dir: Path, strict: bool) -> str:
+def to_json(report: Report, target_dir: Path, drafter_dir: Path, strict: bool) -> str:
     """The same findings as one JSON object, for fleet automation."""
+    findings = report.findings
     return json.dumps(
         {
             "target": str(target_dir),
             "drafter": str(drafter_dir),
             "strict": strict,
             "exit_code": exit_code(findings, strict),
-            "verdict": verdict(findings, exit_code(findings, strict)),
+            "verdict": verdict(report, exit_code(findings, strict)),
             "counts": {s: sum(f.severity == s for f in findings) for s in SEVERITIES},
             "findings": [asdict(f) for f in findings],
         },
@@ -2111,9 +2186,9 @@ def run_preflight(
 ) -> int:
     """Print the report (or JSON) to stdout; return the exit code."""
     td, dd = Path(target), Path(drafter)
-    findings = preflight(td, dd, use_vllm)
-    print(to_json(findings, td, dd, strict) if as_json else render(findings, td, dd, strict))
-    return exit_code(findings, strict)
+    report = preflight_report(td, dd, use_vllm)
+    print(to_json(report, td, dd, strict) if as_json else render(report, td, dd, strict))
+    return exit_code(report.findings, strict)
 
 
 def add_preflight_arguments(ap: argparse.ArgumentParser) -> None:
@@ -2127,9 +2202,31 @@ def add_preflight_arguments(ap: argparse.ArgumentParser) -> None:
     )
 
 
-def _guarded_preflight(ns: argparse.Namespace) -> int:
-    """``run_preflight`` for parsed flags; an unexpected exception becomes one
-    line on stderr and exit 1, never a traceback."""
+#: The preflight's usage, as every entry prints it above a usage error.
+PREFLIGHT_USAGE = "preflight --model TARGET_DIR --drafter HEAD_DIR [--json] [--strict] [--no-vllm]"
+
+
+def preflight_usage_error(ns: argparse.Namespace) -> str:
+    """Why the parsed flags make no preflight ("" when they make one): the
+    one usage check of every entry (``preflight_entry``)."""
+    if ns.model and ns.drafter:
+        return ""
+    return "preflight needs --model TARGET_DIR and --drafter HEAD_DIR"
+
+
+def preflight_entry(ns: argparse.Namespace) -> int:
+    """The preflight for parsed flags (``add_preflight_arguments``), the one
+    entry of ``verify_install.py --model --drafter``, ``python -m vpq
+    preflight`` and the tool's CLI, so all print the same and exit the same.
+
+    A usage error is the usage line and one ``preflight: error:`` line on
+    stderr, exit 2. An unexpected exception is one line on stderr, exit 1,
+    never a traceback. Otherwise ``run_preflight``'s report and exit code.
+    """
+    problem = preflight_usage_error(ns)
+    if problem:
+        print(f"usage: {PREFLIGHT_USAGE}\npreflight: error: {problem}", file=sys.stderr)
+        return 2
     try:
         return run_preflight(
             ns.model, ns.drafter, as_json=ns.json, strict=ns.strict, use_vllm=not ns.no_vllm
@@ -2144,23 +2241,20 @@ def _guarded_preflight(ns: argparse.Namespace) -> int:
 
 
 def preflight_main(argv: list[str], prog: str = "vpq preflight") -> int:
-    """The preflight alone (``python -m vpq preflight`` in the repository):
-    ``--model`` and ``--drafter`` are required; usage errors exit 2. Needs
-    only the standard library, so any Python runs it, and the Python that
-    runs it decides which vLLM is asked."""
+    """The preflight alone (``python -m vpq preflight`` in the repository,
+    through ``preflight_entry``); unknown flags are argparse's usage error,
+    exit 2. Needs only the standard library, so any Python runs it, and the
+    Python that runs it decides which vLLM is asked."""
     ap = argparse.ArgumentParser(
         prog=prog, description="Preflight a target + EAGLE-3 drafter pair offline."
     )
     add_preflight_arguments(ap)
-    ns = ap.parse_args(argv)
-    if not (ns.model and ns.drafter):
-        ap.error("preflight needs --model TARGET_DIR and --drafter HEAD_DIR")
-    return _guarded_preflight(ns)
+    return preflight_entry(ap.parse_args(argv))
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``verify_install.py``: the install check, or with ``--model`` and
-    ``--drafter`` the preflight. Returns the exit code."""
+    """``verify_install.py``: the install check, or with any preflight flag
+    the preflight (``preflight_entry``). Returns the exit code."""
     ap = argparse.ArgumentParser(
         prog="verify_install.py",
         description="Check the installed patched vLLM, or (with --model and --drafter) "
@@ -2168,12 +2262,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_preflight_arguments(ap)
     ns = ap.parse_args(argv)  # unknown flags: usage error, exit 2
-    if ns.model or ns.drafter:
-        if not (ns.model and ns.drafter):
-            ap.error("--model and --drafter go together")
-        return _guarded_preflight(ns)
-    if ns.json or ns.strict or ns.no_vllm:
-        ap.error("--json, --strict and --no-vllm need --model and --drafter")
+    if ns.model or ns.drafter or ns.json or ns.strict or ns.no_vllm:
+        return preflight_entry(ns)
     try:
         check()
     except Failed as exc:

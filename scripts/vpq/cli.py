@@ -361,14 +361,11 @@ def cmd_fixture(ns: argparse.Namespace) -> int:
 
 
 def cmd_preflight(ns: argparse.Namespace) -> int:
-    """``vpq preflight``: check a target + drafter pair offline (verify_install.py's rules)."""
-    import verify_install  # the rules live in the standalone script (see its docstring)
+    """``vpq preflight``: check a target + drafter pair offline, through
+    verify_install.py's one entry (its usage check, guard and rules)."""
+    import verify_install  # the rules and the entry live in the standalone script
 
-    if not (ns.model and ns.drafter):
-        raise UsageError("preflight needs --model TARGET_DIR and --drafter HEAD_DIR")
-    return verify_install.run_preflight(
-        ns.model, ns.drafter, as_json=ns.json, strict=ns.strict, use_vllm=not ns.no_vllm
-    )
+    return verify_install.preflight_entry(ns)  # its usage check and guard, as the script's
 
 
 def _add_build(sub: Subparsers, locking: argparse.ArgumentParser) -> None:

@@ -8,6 +8,7 @@ so every wheel rule has a passing and a failing test whatever the wheel.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import types
@@ -197,6 +198,28 @@ def test_a_wheel_that_serves_the_pair_says_so(monkeypatch, target, tmp_path) -> 
     assert got["drafter-max-len"][1] == (
         "drafter max length 2048: drafting runs up to the target's max model length 2048"
     )
+
+
+def test_whether_vllm_was_asked_is_data_not_a_message(monkeypatch, target, tmp_path) -> None:
+    """``Report.vllm_asked`` says whether the installed vLLM answered; the
+    summary's ``OK`` (not ``OK (file rules only ...)``) reads it, never a
+    finding's text: rewording the version line changes nothing."""
+    head = heads.write_head(tmp_path / "h", heads.llama_top_level())
+    file_rules_only = vi.preflight_report(target, head, use_vllm=False)
+    assert not file_rules_only.vllm_asked
+    assert vi.render(file_rules_only, target, head, strict=False).endswith(
+        ": OK (file rules only: vLLM not asked)"
+    )
+    fake_vllm(monkeypatch)
+    report = vi.preflight_report(target, head)
+    assert report.vllm_asked and vi.exit_code(report.findings) == 0
+    reworded = [
+        dataclasses.replace(f, message=f"installed: {f.message}") if f.rule == "vllm" else f
+        for f in report.findings
+    ]
+    for r in (report, vi.Report(reworded, vllm_asked=True)):
+        assert vi.render(r, target, head, strict=False).endswith(": OK")
+        assert json.loads(vi.to_json(r, target, head, strict=False))["verdict"] == "OK"
 
 
 def head_of_length(n: int) -> heads.Head:
