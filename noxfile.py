@@ -161,6 +161,14 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session
+def figures(session: nox.Session) -> None:
+    """README's figures block from docs/figures.toml (`vpq figures`);
+    `-- record build_wheel|tests --cold|--warm` measures README's line in a
+    fresh clone of HEAD first."""
+    _vpq(session, "figures")
+
+
+@nox.session
 def move_newest(session: nox.Session) -> None:
     """Outside CI (a few minutes): clone this checkout's HEAD into
     build/move-0.33.0/, move it to 0.33.0 with nobody at the keyboard (the

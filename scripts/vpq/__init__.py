@@ -51,8 +51,9 @@ checks this, and that there is no cycle):
   clean clone, its result checked) and ``move.moved_engine`` (the moved
   series on a real CPU engine of the new release);
 - ``checks``: ``checks.mutation`` (each patch taken out in turn, its probe
-  must fail), ``checks.bench`` (timings), ``checks.cache`` (the cache's
-  sizes and pruning);
+  must fail), ``checks.bench`` (timings), ``checks.figures`` (README's two
+  commands timed in a fresh clone), ``checks.cache`` (the cache's sizes and
+  pruning);
 - ``checks`` also holds upstream's own tests on the patched tree:
   ``checks.peer_list`` (peer-tests.toml and peer-expected.toml, held to the
   series), ``checks.peer_env`` (the unpatched and patched venvs over the

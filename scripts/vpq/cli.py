@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, TypeAlias
 from vpq.checks import (
     bench,
     cache,
+    figures,
     lints,
     mutation,
     peer_backports,
@@ -101,6 +102,24 @@ def cmd_bench(ns: argparse.Namespace) -> int:
     print(bench.render(cases))
     print("written to build/bench.json")
     return 0 if all(c.ok for c in cases) else 1
+
+
+def cmd_figures(ns: argparse.Namespace) -> int:
+    """``vpq figures``: README's figures block from docs/figures.toml;
+    ``record COMMAND --cold|--warm`` measures README's line first."""
+    root = _root(ns)
+    if ns.action == "record":
+        if not ns.command:
+            raise UsageError("figures record: name the command: build_wheel or tests")
+        f = figures.record(root, ns.command, ns.caches, ns.python, ns.timeout)
+        print(f"recorded: {ns.command} ({ns.caches}) took {f.seconds:.0f} s at {f.commit[:7]}")
+        return 0
+    changed = figures.sync_readme(root, check=ns.check)
+    if ns.check and changed:
+        print(f"README's figures block differs from {figures.FIGURES_FILE}; run `nox -s figures`")
+        return 1
+    print("README's figures block " + ("rewritten" if changed else "is up to date"))
+    return 0
 
 
 def cmd_contract(ns: argparse.Namespace) -> int:
@@ -513,10 +532,45 @@ def _add_peer_tests(sub: Subparsers, locking: argparse.ArgumentParser) -> None:
     pt.set_defaults(func=cmd_peer_tests)
 
 
+def _add_figures(sub: Subparsers) -> None:
+    """``vpq figures [record COMMAND --cold|--warm]``. No lock: the run is in a
+    clone; only the end writes docs/figures.toml and README, atomically."""
+    f = sub.add_parser(
+        "figures", help="README's measured figures for its two commands (nox -s figures)"
+    )
+    f.add_argument("action", nargs="?", choices=["render", "record"], default="render")
+    f.add_argument("command", nargs="?", help="with record: build_wheel or tests")
+    caches = f.add_mutually_exclusive_group()
+    caches.add_argument(
+        "--cold",
+        dest="caches",
+        action="store_const",
+        const="cold",
+        help="with record: fresh empty download caches (the default)",
+    )
+    caches.add_argument(
+        "--warm",
+        dest="caches",
+        action="store_const",
+        const="warm",
+        help="with record: this user's caches, as they are",
+    )
+    f.add_argument(
+        "--python",
+        help="with record: the python3 to run it with (default: the first on PATH outside venvs)",
+    )
+    f.add_argument(
+        "--timeout", type=float, default=5400, help="with record: seconds (default 5400)"
+    )
+    f.add_argument("--check", action="store_true", help="fail if the block is not up to date")
+    f.set_defaults(func=cmd_figures, caches="cold")
+
+
 def _add_checks(sub: Subparsers, locking: argparse.ArgumentParser) -> None:
     """``vpq bench``, ``contract``, ``mutation``, ``peer-tests``, ``move-check``,
     ``preflight``."""
     _add_bench(sub)
+    _add_figures(sub)
     k = sub.add_parser(
         "contract",
         parents=[locking],

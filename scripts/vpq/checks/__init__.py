@@ -2,7 +2,7 @@
 cache's sizes and pruning, and upstream's own tests on the patched tree;
 imports go down to ``vpq.move`` and below.
 
-``mutation``, ``bench``, ``cache``, ``peer_list``, ``peer_env``, ``peer_run``,
+``mutation``, ``bench``, ``figures`` (README's timed two commands), ``cache``, ``peer_list``, ``peer_env``, ``peer_run``,
 ``peer_report``, ``peer_backports`` and ``lints`` (the lint composition:
 every lint ``vpq lint`` and ``vpq export`` run, in order).
 
