@@ -8,7 +8,9 @@ ids (1, 2, 3) at the top level, the library's tensor names. Its scripted
 weights (``scripted.write_speculators_head_weights``) draft right only when
 the drafter applies ``input_norm`` before ``fc`` and reads aux states 1, 2,
 3: a wheel whose speculators converter drops ``norm_before_fc`` (0.17.1's)
-would serve it losslessly with nothing accepted.
+would serve it losslessly with nothing accepted. Its config carries no
+dtype, so the engine reads it from the head's safetensors, with no Hugging
+Face Hub lookup of the local path (0.17.1 logged two ERROR lines for it).
 """
 
 from __future__ import annotations
@@ -36,6 +38,13 @@ def test_a_speculators_head_serves_with_its_norm_and_its_aux_states(engine) -> N
     assert m["num_drafts"] > 0 and m["num_draft_tokens"] == K * m["num_drafts"], m
     assert m["accepted_per_pos"][0] >= m["num_drafts"] / 2, m
     assert m["accepted_per_pos"][1:] == [0] * (K - 1), m
+
+
+def test_a_speculators_head_loads_without_a_hub_lookup(engine) -> None:
+    # The head's converted config has no dtype; 0.17.1 asked the Hub for the
+    # local path's (two ERROR lines, 2 s). The series reads its safetensors.
+    r = ok(engine(Run(SPECULATORS_HEAD)))
+    assert "Error retrieving safetensors" not in r["log"], r["log_tail"]
 
 
 def test_unpatched_engine_refuses_the_speculators_head_on_kimi_k25(engine) -> None:
