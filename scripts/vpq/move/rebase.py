@@ -309,9 +309,12 @@ def _run(root: Path, state: State, *, stop: bool = True) -> list[Outcome]:
         state.pending.pop(0)
         outcomes.append(outcome)
         state.outcomes = list(outcomes)
-        if outcome.status == "conflict" and stop:
-            state.current = [commit, name]
-            _save(root, state)
+        if not stop:
+            continue
+        stopped = outcome.status == "conflict"
+        state.current = [commit, name] if stopped else None
+        _save(root, state)  # a later stop (here, or the contract in _finish) resumes from it
+        if stopped:
             old, new = (x.version for x in _locks(root, state))
             raise RebaseStopped(
                 f"rebase to vllm {new} stopped: patches/{name} conflicts in "
