@@ -11,7 +11,8 @@ checks this, and that there is no cycle):
   ``core.worklock`` (one command at a time on a checkout),
   ``core.supported`` (the oldest Python the tool runs on, and the refusal
   of an older one), ``core.compat`` (standard-library features newer than
-  that oldest Python);
+  that oldest Python), ``core.tomltext`` (TOML files edited by tables,
+  comments kept);
 - ``contract``: the EAGLE-3 contract, pure ``ast`` over vLLM's source, a
   package whose modules import one way: ``contract.items`` (the contract's
   files, the one table of claimed architectures, items),
