@@ -48,9 +48,11 @@ checks this, and that there is no cycle):
   and the lock for one), ``move.rebase`` (the cherry-pick state machine of
   a move and of ``--check``), ``move.staircase`` (a move's report and the
   staircase over several releases, typed), ``move.verdicts`` (the
-  staircase's verdict cache), ``move.move_check`` (a whole move from a
-  clean clone, its result checked) and ``move.moved_engine`` (the moved
-  series on a real CPU engine of the new release);
+  staircase's verdict cache), ``move.ledgers`` (the ledgers brought to
+  the moved series), ``move.changelog`` (a move's entry in CHANGELOG.md),
+  ``move.move_check`` (a whole move from a clean clone, its result
+  checked) and ``move.moved_engine`` (the moved series on a real CPU
+  engine of the new release);
 - ``checks``: ``checks.mutation`` (each patch taken out in turn, its probe
   must fail), ``checks.bench`` (timings), ``checks.cache`` (the cache's
   sizes and pruning);
