@@ -124,8 +124,8 @@ def test_a_table_takes_the_comments_just_above_it_and_strings_are_not_headers() 
     assert [b.path for b in blocks] == [None, ("a",), ("b",), ("b", "sub")]
     assert blocks[2].lines[0] == "# about b\n"
     assert tomltext.join(blocks) == text
-    kept = tomltext.drop_tables(text, lambda p, _d: p[0] == "b", "t")
-    assert kept == '# file comment\n\n["a"]\nx = 1\n\n'
+    kept, count = tomltext.drop_tables(text, lambda p, _d: p[0] == "b", "t")
+    assert count == 2 and kept == '# file comment\n\n["a"]\nx = 1\n\n'
     with pytest.raises(tomltext.TomlTextError, match="intended data"):
         tomltext.drop_tables(text, lambda p, _d: p == ("b",), "t")  # its sub-table would stay
     added = tomltext.set_value(text, ("a",), "z", "w", "t")
@@ -152,3 +152,14 @@ def test_the_changelog_records_the_move_and_each_dropped_patch(tmp_path: Path) -
     assert log.index("## 2026-12-03") < log.index("## 2026-12-02")
     changelog.record(root, "0.33.0", new, gone[:1], day="2026-12-03")  # the same day again
     assert (root / "CHANGELOG.md").read_text().count("## 2026-12-03") == 1
+
+
+def test_a_malformed_ledger_is_left_as_it_was_and_the_others_still_follow(tmp_path: Path) -> None:
+    root = _copy(tmp_path)
+    dropped = _cut(root, "0.33.0")
+    (root / "backport-tests.toml").write_text('["unclosed\n')
+    edits = ledgers.follow(root, dropped, "0.33.0")
+    bad = root / "backport-tests.toml"
+    assert edits[0].startswith(f"not edited, fix by hand: {bad}: not valid TOML")
+    assert (root / "backport-tests.toml").read_text() == '["unclosed\n'
+    assert peer_list.lint(root) == [] and advisories.lint(root) == []

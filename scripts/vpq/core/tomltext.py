@@ -114,7 +114,7 @@ def _remove(data: dict[str, Any], block: Block) -> None:
         node.pop(last, None)
 
 
-def _checked(old: str, new: str, expect: dict[str, Any], where: str) -> str:
+def _checked(new: str, expect: dict[str, Any], where: str) -> str:
     """``new`` when it parses to ``expect``; else a ``TomlTextError``."""
     try:
         got = tomllib.loads(new)
@@ -122,21 +122,37 @@ def _checked(old: str, new: str, expect: dict[str, Any], where: str) -> str:
         raise TomlTextError(f"{where}: the edit gives invalid TOML ({exc})") from None
     if got != expect:
         raise TomlTextError(f"{where}: the edit does not give the intended data; unchanged")
-    return new if new != old else old
+    return new
 
 
-def drop_tables(text: str, drop: Callable[[Path, dict[str, Any]], bool], where: str) -> str:
+def _parsed(text: str, where: str) -> dict[str, Any]:
+    """``text`` parsed; a ``TomlTextError`` naming ``where`` if it is not TOML."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TomlTextError(f"{where}: not valid TOML ({exc}); unchanged") from None
+
+
+def drop_tables(
+    text: str, drop: Callable[[Path, dict[str, Any]], bool], where: str
+) -> tuple[str, int]:
     """``text`` without the blocks for which ``drop(path, the block's own
     data)`` holds (a table's sub-tables are blocks of their own, asked
-    with their longer path)."""
-    expect = tomllib.loads(text)
+    with their longer path), and how many went.
+
+    Raises:
+        TomlTextError: ``text`` is not TOML, or the result is not the
+            intended data.
+    """
+    expect = _parsed(text, where)
     kept: list[Block] = []
-    for block in split(text):
+    blocks = split(text)
+    for block in blocks:
         if block.path is not None and drop(block.path, block.data()):
             _remove(expect, block)
         else:
             kept.append(block)
-    return _checked(text, join(kept), expect, where)
+    return _checked(join(kept), expect, where), len(blocks) - len(kept)
 
 
 def _statements(lines: list[str]) -> list[tuple[int, int, str]]:
@@ -169,7 +185,7 @@ def set_value(text: str, path: Path, key: str, value: object, where: str) -> str
     Raises:
         TomlTextError: no such table, or the result is not the intended data.
     """
-    expect = copy.deepcopy(tomllib.loads(text))
+    expect = copy.deepcopy(_parsed(text, where))
     node = expect
     for part in path:
         node = node.setdefault(part, {})
@@ -185,4 +201,4 @@ def set_value(text: str, path: Path, key: str, value: object, where: str) -> str
         block.lines[same[0][0] : same[0][1]] = [line]
     else:
         block.lines.insert(at[-1][1] if at else len(block.lines), line)
-    return _checked(text, join(blocks), expect, where)
+    return _checked(join(blocks), expect, where)

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from vpq.core import tomltext
+from vpq.core.errors import VpqError
 from vpq.core.files import write_atomic
 from vpq.source import series
 from vpq.wheels import advisories
@@ -37,6 +39,8 @@ PEER_FILE = "peer-tests.toml"
 EXPECTED_FILE = "peer-expected.toml"
 #: The package whose files peer-tests.toml keys its tables by.
 PACKAGE = "vllm/"
+#: Which blocks of a ledger go: (table path, the block's own data) -> drop?
+Drop = Callable[[tomltext.Path, dict[str, Any]], bool]
 
 
 def changed_sources(patches: Sequence[series.Patch]) -> set[str]:
@@ -47,34 +51,32 @@ def changed_sources(patches: Sequence[series.Patch]) -> set[str]:
     return {f for f in files - deleted if f.startswith(PACKAGE)}
 
 
-def _edit(root: Path, name: str, drop: Callable[[tomltext.Path, dict[str, Any]], bool]) -> int:
+def _edit(root: Path, name: str, drop: Drop) -> int:
     """Drop ``name``'s blocks for which ``drop`` holds; how many went."""
     path = root / name
     if not path.is_file():
         return 0
-    text = path.read_text(encoding="utf-8")
-    gone = [b for b in tomltext.split(text) if b.path is not None and drop(b.path, b.data())]
-    if gone:
-        write_atomic(path, tomltext.drop_tables(text, drop, str(path)).encode())
-    return len(gone)
+    new, count = tomltext.drop_tables(path.read_text(encoding="utf-8"), drop, str(path))
+    if count:
+        write_atomic(path, new.encode())
+    return count
 
 
-def _drop_tables(root: Path, dropped: set[str], kept: Sequence[series.Patch]) -> list[str]:
-    """The patch- and file-keyed ledgers cut to the kept series; a line per
-    ledger edited."""
+def _drops(dropped: set[str], kept: Sequence[series.Patch]) -> dict[str, Drop]:
+    """Each patch- or file-keyed ledger -> which of its blocks go."""
     sources = changed_sources(kept)
-    edits = {
+    return {
         BACKPORTS_FILE: lambda p, _d: p[0] in dropped,
         MUTATION_FILE: lambda p, _d: p[0] in dropped,
         EXPECTED_FILE: lambda p, d: p == ("expected",) and d.get("patch") in dropped,
         PEER_FILE: lambda p, _d: p[0].startswith(PACKAGE) and p[0] not in sources,
     }
-    lines = []
-    for name, drop in edits.items():
-        count = _edit(root, name, drop)
-        if count:
-            lines.append(f"{name}: {count} table(s) of dropped patches or unchanged files removed")
-    return lines + _ci(root)
+
+
+def _cut(root: Path, name: str, drop: Drop) -> list[str]:
+    """``_edit``, as a line when it removed something."""
+    count = _edit(root, name, drop)
+    return [f"{name}: {count} table(s) of dropped patches or unchanged files removed"] * bool(count)
 
 
 def _ci(root: Path) -> list[str]:
@@ -84,7 +86,10 @@ def _ci(root: Path) -> list[str]:
     if not path.is_file():
         return []
     text = path.read_text(encoding="utf-8")
-    data = tomllib.loads(text)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return []  # _cut has said so
     ci = data.get("ci", {}).get("tests")
     if not isinstance(ci, list):
         return []
@@ -129,12 +134,21 @@ def _advisories(root: Path, dropped: set[str], version: str) -> list[str]:
 def follow(root: Path, dropped: Sequence[str], version: str) -> list[str]:
     """Bring the ledgers of ``root`` (whose ``series`` is already the
     moved one) to the move to ``version`` that dropped ``dropped``; one line
-    per edit.
-
-    Raises:
-        AdvisoryError, TomlTextError: a ledger is malformed, or an edit
-            would not give the intended data (that ledger is unchanged).
-    """
+    per edit. A ledger that is malformed, or whose edit would not give the
+    intended data, is left as it was, with a line saying why (the move has
+    already written the series: it does not stop here; ``vpq lint`` names
+    what is left)."""
     gone = set(dropped)
-    kept = series.load(root)
-    return _drop_tables(root, gone, kept) + _advisories(root, gone, version)
+    drops = _drops(gone, series.load(root))
+    steps: list[Callable[[], list[str]]] = [
+        *(partial(_cut, root, name, drop) for name, drop in drops.items()),
+        partial(_ci, root),
+        partial(_advisories, root, gone, version),
+    ]
+    lines: list[str] = []
+    for step in steps:
+        try:
+            lines += step()
+        except VpqError as exc:
+            lines.append(f"not edited, fix by hand: {exc}")
+    return lines

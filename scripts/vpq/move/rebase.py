@@ -483,12 +483,7 @@ def _write_inputs(root: Path, repo: Path, state: State, outcomes: list[Outcome])
     """Write the moved series: ``patches/``, ``series``, ``probes.toml`` and
     ``upstream.lock``, then the ledgers (``vpq.move.ledgers``) and the
     changelog (``vpq.move.changelog``); the lines saying what the last two
-    edited.
-
-    Raises:
-        AdvisoryError, TomlTextError: a ledger is malformed, or its edit
-            would not give the intended data.
-    """
+    edited (or could not)."""
     old, new = _locks(root, state)
     old_patches = list(_patches_by_name(root).values())
     entries = queue.export(repo, state.new_ref, old_patches, head=REBASE_BRANCH)
