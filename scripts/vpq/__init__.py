@@ -11,7 +11,8 @@ checks this, and that there is no cycle):
   ``core.worklock`` (one command at a time on a checkout),
   ``core.supported`` (the oldest Python the tool runs on, and the refusal
   of an older one), ``core.compat`` (standard-library features newer than
-  that oldest Python);
+  that oldest Python), ``core.tomltext`` (TOML files edited by tables,
+  comments kept);
 - ``contract``: the EAGLE-3 contract, pure ``ast`` over vLLM's source, a
   package whose modules import one way: ``contract.items`` (the contract's
   files, the one table of claimed architectures, items),
@@ -47,9 +48,11 @@ checks this, and that there is no cycle):
   and the lock for one), ``move.rebase`` (the cherry-pick state machine of
   a move and of ``--check``), ``move.staircase`` (a move's report and the
   staircase over several releases, typed), ``move.verdicts`` (the
-  staircase's verdict cache), ``move.move_check`` (a whole move from a
-  clean clone, its result checked) and ``move.moved_engine`` (the moved
-  series on a real CPU engine of the new release);
+  staircase's verdict cache), ``move.ledgers`` (the ledgers brought to
+  the moved series), ``move.changelog`` (a move's entry in CHANGELOG.md),
+  ``move.move_check`` (a whole move from a clean clone, its result
+  checked) and ``move.moved_engine`` (the moved series on a real CPU
+  engine of the new release);
 - ``checks``: ``checks.mutation`` (each patch taken out in turn, its probe
   must fail), ``checks.bench`` (timings), ``checks.figures`` (README's two
   commands timed in a fresh clone), ``checks.cache`` (the cache's sizes and

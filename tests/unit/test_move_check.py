@@ -60,3 +60,21 @@ def test_a_move_that_needs_a_person_fails_the_check(two: Upstream) -> None:  # n
     commit_checkout(two.root)  # nothing recorded in rerere/
     with pytest.raises(VpqError, match="stopped"):
         move_check.check(two.root, "1.1", move=in_process, probes=probes_failing_a)
+
+
+def test_move_check_reports_the_commit_its_clone_was_made_from(two: Upstream) -> None:  # noqa: F811
+    """The checkout may get a new commit while the move runs (minutes):
+    the report names the clone's commit, not the checkout's HEAD at the end."""
+    root = record_both_resolutions(two)
+    commit_checkout(root)
+    cloned = g.commit_of(root, "HEAD")
+
+    def move_while_committing(clone: Path, version: str) -> None:
+        (root / "notes.txt").write_text("a commit made during the move\n")
+        g.git(["add", "notes.txt"], root)
+        g.git(["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "n"], root)
+        in_process(clone, version)
+
+    result = move_check.check(root, "1.1", move=move_while_committing, probes=lambda *a: {})
+    assert g.commit_of(root, "HEAD") != cloned
+    assert result.commit == cloned

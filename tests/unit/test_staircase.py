@@ -167,7 +167,8 @@ def test_a_stopped_or_finished_move_says_what_to_do_next() -> None:
     assert "d.patch  pending" in stopped.render() and "not reached" in stopped.render()
     done = dataclasses.replace(_report(checked=False), outcomes=_report().outcomes[::2])
     assert done.render().endswith(
-        "Next: review and commit patches/, series, probes.toml and upstream.lock (now vllm 1.1)."
+        "Next: review and commit patches/, series, probes.toml, upstream.lock, the ledgers and "
+        "CHANGELOG.md (now vllm 1.1)."
     )
 
 

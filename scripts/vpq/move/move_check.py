@@ -128,6 +128,9 @@ def check(
     """
     dest = Workspace(root).build / f"move-{version}"
     clone = _clone(root, dest)
+    # The commit the clone holds, read now: the checkout's HEAD may move
+    # while the move runs (minutes), and the clone's is what was checked.
+    commit = g.commit_of(clone, "HEAD")
     old = lock.load(clone).version
     before = [p.name for p in series.load(clone)]
     move(clone, version)
@@ -135,7 +138,7 @@ def check(
     resolutions = rerere.load(clone)
     met = sorted(rerere.used(Workspace(clone).work))
     result = MoveResult(
-        old, version, g.commit_of(root, "HEAD"),
+        old, version, commit,
         dropped=[n for n in before if n not in kept],
         replayed=[resolutions[i].describe() if i in resolutions else i for i in met],
         kept=kept,

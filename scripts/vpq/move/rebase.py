@@ -68,7 +68,7 @@ from vpq.core.errors import VpqError
 from vpq.core.files import write_atomic
 from vpq.core.workspace import Workspace
 from vpq.envs import contract_run, probe_run
-from vpq.move import releases, verdicts
+from vpq.move import changelog, ledgers, releases, verdicts
 from vpq.move.staircase import (
     ABORT,
     CONTINUE,
@@ -309,9 +309,12 @@ def _run(root: Path, state: State, *, stop: bool = True) -> list[Outcome]:
         state.pending.pop(0)
         outcomes.append(outcome)
         state.outcomes = list(outcomes)
-        if outcome.status == "conflict" and stop:
-            state.current = [commit, name]
-            _save(root, state)
+        if not stop:
+            continue
+        stopped = outcome.status == "conflict"
+        state.current = [commit, name] if stopped else None
+        _save(root, state)  # a later stop (here, or the contract in _finish) resumes from it
+        if stopped:
             old, new = (x.version for x in _locks(root, state))
             raise RebaseStopped(
                 f"rebase to vllm {new} stopped: patches/{name} conflicts in "
@@ -476,6 +479,28 @@ def _served_heads(repo: Path) -> set[str]:
     return set(contract_drafter.eagle3_heads(registry.decode()))
 
 
+def _write_inputs(root: Path, repo: Path, state: State, outcomes: list[Outcome]) -> list[str]:
+    """Write the moved series: ``patches/``, ``series``, ``probes.toml`` and
+    ``upstream.lock``, then the ledgers (``vpq.move.ledgers``) and the
+    changelog (``vpq.move.changelog``); the lines saying what the last two
+    edited (or could not)."""
+    old, new = _locks(root, state)
+    old_patches = list(_patches_by_name(root).values())
+    entries = queue.export(repo, state.new_ref, old_patches, head=REBASE_BRANCH)
+    kept = {name for name, _ in entries}
+    probes = probe.keep_only(root, [name for name, _ in entries])
+    series.write(root, entries)
+    if probes is not None:
+        write_atomic(root / probe.PROBES_FILE, probes)
+    lock.dump(new, root)
+    dropped = [p.name for p in old_patches if p.name not in kept]
+    edited = ledgers.follow(root, dropped, new.version)
+    signals = {o.patch: o.signal for o in outcomes if o.patch in dropped}
+    if changelog.record(root, old.version, new, changelog.absorbed_of(old_patches, signals)):
+        edited.append(f"{changelog.CHANGELOG_FILE}: the move and {len(dropped)} dropped patch(es)")
+    return edited
+
+
 def _finish(root: Path, state: State, outcomes: list[Outcome], prune: bool = False) -> Report:
     """Step 4: check the contract on the rebased tree, then write the inputs
     and the report, and report (with ``prune``: remove) the recorded
@@ -496,20 +521,14 @@ def _finish(root: Path, state: State, outcomes: list[Outcome], prune: bool = Fal
         raise RebaseError(
             f"{gaps}. Fix it in {repo} (branch {REBASE_BRANCH}) and `{CONTINUE}`, or `{ABORT}`."
         )
-    old_patches = list(_patches_by_name(root).values())
-    entries = queue.export(repo, state.new_ref, old_patches, head=REBASE_BRANCH)
-    probes = probe.keep_only(root, [name for name, _ in entries])
-    series.write(root, entries)
-    if probes is not None:
-        write_atomic(root / probe.PROBES_FILE, probes)
-    lock.dump(new, root)
+    edited = _write_inputs(root, repo, state, outcomes)
     met = rerere.used(repo)
     stale = rerere.stale(root, met)
     if prune and stale:
         rerere.prune(root, [r.id for r in stale])
     report = Report(
         old.version, new.version, outcomes, time.time() - state.started, used=sorted(met),
-        stale=[r.describe() for r in stale], pruned=prune and bool(stale),
+        stale=[r.describe() for r in stale], pruned=prune and bool(stale), edited=edited,
     )  # fmt: skip
     write_atomic(
         Workspace(root).rebase / f"report-{old.version}-to-{new.version}.md",

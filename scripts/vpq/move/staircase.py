@@ -139,6 +139,7 @@ class Report:
     stale: list[str] = field(default_factory=list)  # those it did not meet, described
     pruned: bool = False  # whether the stale ones were removed from rerere/
     cached: bool = False
+    edited: list[str] = field(default_factory=list)  # the ledgers and changelog the move edited
 
     COLUMNS = ("patch", "status", "merge onto the target", "absorbed by", "note", "probe")
 
@@ -177,8 +178,8 @@ class Report:
             return f"Next: resolve the conflict in {WORK_DIR}, `git add`, then `{CONTINUE}`"
         if not self.checked:
             return (
-                f"Next: review and commit patches/, series, {probe.PROBES_FILE} and "
-                f"upstream.lock (now vllm {self.new})."
+                f"Next: review and commit patches/, series, {probe.PROBES_FILE}, "
+                f"upstream.lock, the ledgers and CHANGELOG.md (now vllm {self.new})."
             )
         move = f"nox -s rebase_upstream -- {self.new}"
         if n.get("conflict"):
@@ -203,6 +204,9 @@ class Report:
             head = "pruned" if self.pruned else "not met (stale; --prune-resolutions removes them)"
             lines.append(f"  recorded resolutions {head}:")
             lines += [f"    {line}" for line in self.stale]
+        if self.edited:
+            lines.append("  edited to follow the move:")
+            lines += [f"    {line}" for line in self.edited]
         lines.append("  " + self.next_step())
         return "\n".join(lines)
 

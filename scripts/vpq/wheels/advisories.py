@@ -4,8 +4,11 @@ One table per published vLLM advisory whose affected range includes the
 pinned release, keyed by its GHSA id, each with our status: ``carried`` (a
 patch in ``series`` fixes it and says so with an ``Advisory: GHSA-...``
 trailer), ``not-affected`` (why, and a test that checks the reason in
-code) or ``open`` (what an operator can do meanwhile). ``lint`` holds the
-ledger to the series both ways; ``markdown`` is the table in docs/known-issues.md.
+code), ``open`` (what an operator can do meanwhile) or ``fixed-upstream``
+(the pinned release has the fix: ``fixed-in`` is at or below the pin; a
+move of the pin sets it, ``vpq.move.ledgers``, keeping the ``patch`` that
+carried it as history). ``lint`` holds the ledger to the series both ways;
+``markdown`` is the table in docs/known-issues.md.
 """
 
 from __future__ import annotations
@@ -20,10 +23,10 @@ from typing import Literal, cast, get_args
 from packaging.version import InvalidVersion, Version
 
 from vpq.core.errors import VpqError
-from vpq.source import probe, series
+from vpq.source import lock, probe, series
 
 LEDGER_FILE = "advisories.toml"
-Status = Literal["carried", "not-affected", "open"]
+Status = Literal["carried", "not-affected", "open", "fixed-upstream"]
 Severity = Literal["critical", "high", "moderate", "low"]
 STATUSES: tuple[Status, ...] = get_args(Status)
 SEVERITIES: tuple[Severity, ...] = get_args(Severity)
@@ -39,6 +42,7 @@ _NEEDS: dict[Status, tuple[str, ...]] = {
     "carried": ("patch",),
     "not-affected": ("reason", "check"),
     "open": ("mitigation",),
+    "fixed-upstream": ("fixed-in",),
 }
 #: The page that holds the table, between these lines (docs/known-issues.md,
 #: "Security advisories").
@@ -171,9 +175,15 @@ def load(root: Path) -> list[Advisory]:
     return entries
 
 
-def _against_series(root: Path, a: Advisory, trailers: dict[str, list[str]]) -> list[str]:
-    """What the series or the tests say against one good entry."""
+def _against_series(
+    root: Path, a: Advisory, trailers: dict[str, list[str]], pin: str | None
+) -> list[str]:
+    """What the series, the pin (``pin``: its version, None where there is
+    no lock) or the tests say against one good entry."""
     where = f"{root / LEDGER_FILE}: {a.id}"
+    if a.status == "fixed-upstream" and pin is not None and not fixed_at(a, pin):
+        return [f"{where}: status 'fixed-upstream', but the pin, vllm {pin}, is before "
+                f"fixed-in {a.fixed_in}"]  # fmt: skip
     if a.status == "carried":
         if a.patch not in trailers:
             return [f"{where}: key 'patch' names {a.patch!r}, which is not in {series.SERIES_FILE}"]
@@ -185,6 +195,15 @@ def _against_series(root: Path, a: Advisory, trailers: dict[str, list[str]]) -> 
     if a.status == "not-affected" and a.check and not probe._defined(root, a.check):
         return [f"{where}: key 'check' names {a.check!r}, which is not a test in this repository"]
     return []
+
+
+def _pin(root: Path) -> str | None:
+    """The pinned version, or None where ``upstream.lock`` is absent or bad
+    (its own lint names that)."""
+    try:
+        return lock.load(root).version
+    except lock.LockError:
+        return None
 
 
 def _trailers(patches: Sequence[series.Patch]) -> dict[str, list[str]]:
@@ -204,8 +223,9 @@ def lint(root: Path, patches: Sequence[series.Patch] | None = None) -> list[str]
     except series.SeriesError as exc:
         return problems + [str(exc)]
     by_id = {a.id: a for a in entries}
+    pin = _pin(root)
     for a in entries:
-        problems += _against_series(root, a, trailers)
+        problems += _against_series(root, a, trailers, pin)
     for name, ids in trailers.items():
         for gid in ids:
             entry = by_id.get(gid)
@@ -233,6 +253,9 @@ def _ours(a: Advisory) -> str:
         return f"carried: `{a.patch}`"
     if a.status == "not-affected":
         return f"not affected: {a.reason}"
+    if a.status == "fixed-upstream":
+        was = f" (was carried by `{a.patch}`)" if a.patch else ""
+        return f"fixed upstream: the pin has {a.fixed_in}'s fix{was}"
     return f"**open**: {a.mitigation}"
 
 
