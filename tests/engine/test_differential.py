@@ -15,7 +15,7 @@ import dataclasses
 
 import pytest
 
-from tests.engine.conftest import (
+from tests.engine.cases import (
     DEFAULT_IDS_LAYERS,
     HEAD_IDS,
     MLA_HEADS,
@@ -23,10 +23,10 @@ from tests.engine.conftest import (
     PROMPTS,
     Run,
     expected_tokens,
-    ok,
 )
 from tests.engine.test_eagle3_engine import metrics, outputs
 from tests.engine.test_serving_fixes import JSON_AFTER_REASONING
+from tests.support.engine_result import ok
 
 CASES = [
     Run(None),

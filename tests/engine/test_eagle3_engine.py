@@ -13,15 +13,15 @@ import re
 
 import pytest
 
-from tests.engine.conftest import (
+from tests.engine.cases import (
     DEFAULT_IDS_LAYERS,
     HEAD_IDS,
     NUM_SPECULATIVE_TOKENS,
     PROMPTS,
     Run,
     expected_tokens,
-    ok,
 )
+from tests.support.engine_result import ok
 
 K = NUM_SPECULATIVE_TOKENS
 #: The head shapes that name their layer ids (top level, under

@@ -10,16 +10,16 @@ import pytest
 from vpq.checkpoints import scripted
 
 from tests.engine import cpu_shims
-from tests.engine.conftest import (
+from tests.engine.cases import (
     IM_MIDDLE,
     IMAGE_TOKENS,
     MAX_BATCHED_TOKENS,
     PROMPTS,
     Run,
     expected_tokens,
-    ok,
 )
 from tests.engine.test_eagle3_engine import metrics, outputs
+from tests.support.engine_result import ok
 
 
 def test_allowed_token_ids_without_penalties_is_served_losslessly(engine) -> None:

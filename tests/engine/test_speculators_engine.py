@@ -13,15 +13,15 @@ would serve it losslessly with nothing accepted.
 
 from __future__ import annotations
 
-from tests.engine.conftest import (
+from tests.engine.cases import (
     HEAD_IDS,
     NUM_SPECULATIVE_TOKENS,
     PROMPTS,
     SPECULATORS_HEAD,
     Run,
     expected_tokens,
-    ok,
 )
+from tests.support.engine_result import ok
 
 K = NUM_SPECULATIVE_TOKENS
 

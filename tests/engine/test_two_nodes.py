@@ -58,7 +58,7 @@ from typing import Any
 import pytest
 
 from tests.engine import cpu_shims, load
-from tests.engine.conftest import MAX_TOKENS, PROMPTS, Checkpoints, Engines, Run, expected_tokens
+from tests.engine.cases import MAX_TOKENS, PROMPTS, Checkpoints, Engines, Run, expected_tokens
 from tests.engine.server import (
     MESSAGES,
     PING,

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import heads
+from tests.support import heads
 from tests.unit.tiny_upstream import one_patch, upstream  # noqa: F401  (fixtures)
 
 

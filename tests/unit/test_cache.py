@@ -134,7 +134,7 @@ def test_the_docs_cache_commands_are_ones_the_tool_takes() -> None:
 
     from vpq import cli
 
-    from tests.conftest import REPO_ROOT
+    from tests.support.paths import REPO_ROOT
 
     section = (REPO_ROOT / "docs" / "cache.md").read_text()
     block = re.search(r"```bash\n(.*?)```", section, re.DOTALL)

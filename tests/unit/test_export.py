@@ -195,7 +195,7 @@ def test_lint_and_export_give_the_same_messages_in_the_same_order(
 def test_the_docs_show_exports_report_in_the_form_it_prints() -> None:
     import re
 
-    from tests.conftest import REPO_ROOT
+    from tests.support.paths import REPO_ROOT
 
     section = (REPO_ROOT / "docs" / "adding-a-patch.md").read_text()
     sample = section.split("When it writes, it says what\nit did")[1].split("```")[1]

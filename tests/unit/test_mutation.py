@@ -13,7 +13,7 @@ from vpq.core.files import sha256_file
 from vpq.envs import contract_run, probe_run
 from vpq.source import probe, series
 
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 from tests.unit.test_cli import run_cli
 from tests.unit.tiny_upstream import Upstream
 

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import verify_install as vi
 
-from tests import heads
-from tests.conftest import REPO_ROOT
+from tests.support import heads
+from tests.support.paths import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "scripts" / "verify_install.py"
 NOTEWORTHY = (vi.ERROR, vi.WARNING, vi.NOTE)

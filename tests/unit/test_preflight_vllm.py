@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 import verify_install as vi
 
-from tests import heads
+from tests.support import heads
 
 
 class Drafter:

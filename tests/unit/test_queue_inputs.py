@@ -12,7 +12,7 @@ from vpq.source import git as g
 from vpq.source import queue, series
 from vpq.wheels import build
 
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 from tests.unit.test_cli import assert_clean_error, run_cli, snapshot
 from tests.unit.tiny_upstream import MOD, Upstream, replace_line
 

@@ -33,8 +33,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
-from tests.pythons import Python, describe, on_path
+from tests.support.paths import REPO_ROOT
+from tests.support.pythons import Python, describe, on_path
 
 #: The distribution's own Python (Debian's, Ubuntu's).
 STOCK = "/usr/bin/python3"
