@@ -16,6 +16,8 @@ from typing import Any
 
 from vpq.checkpoints import fixture, scripted
 
+from tests.support.engine_result import ok
+
 PROBE = Path(__file__).with_name("engine_probe.py")
 NUM_SPECULATIVE_TOKENS = 3  # as vLLM's own EAGLE correctness tests
 MAX_TOKENS = 12
@@ -227,3 +229,40 @@ def _wait_or_kill(pid: int, timeout: float) -> tuple[bool, int, Any]:
     os.killpg(pid, signal.SIGKILL)
     _, status, usage = os.wait4(pid, 0)
     return True, status, usage
+
+
+def outputs(result: dict) -> list[list[int]]:
+    """The greedy batch's token ids, one list per prompt (the engine ran)."""
+    return [o["token_ids"] for o in ok(result)["batches"]["greedy"]["outputs"]]
+
+
+def metrics(result: dict) -> dict:
+    """The greedy batch's ``vllm:spec_decode_*`` counters (the engine ran)."""
+    return ok(result)["batches"]["greedy"]["metrics"]
+
+
+#: Structured output parsed after the ``kimi_k2`` reasoning parser says the
+#: reasoning ended: a JSON object (``response_format`` ``json_object``).
+JSON_AFTER_REASONING = {
+    "args": (("reasoning_parser", "kimi_k2"),),
+    "sampling": (("structured_outputs", (("json_object", True),)),),
+}
+
+#: The differential's cases (test_differential.py), which the moved series
+#: runs too (test_moved_engine.py).
+CASES = [
+    Run(None),
+    Run("llama-top"),
+    Run("llama-nested"),
+    Run("eagle3.1-llama"),
+    Run("llama-absent", layers=DEFAULT_IDS_LAYERS),
+    # JSON after kimi_k2 reasoning, </think> inside a step: 0.32.0 has the
+    # three structured-output fixes in their 0.27.0 form
+    Run("llama-top", **JSON_AFTER_REASONING),
+    # MLA on, target and head: ours through the tier's stand-in backend
+    # (cpu_shims.MLA_SHIMS), upstream's through its own (AMX_MLA or CPU_MLA)
+    Run(None, mla=True),
+    *(Run(head, mla=True) for head in MLA_HEADS),
+]
+
+DEFAULT_IDS_WARNING = "does not name the target layers its head reads"

@@ -25,8 +25,9 @@ from tests.engine.cases import (
     SHORT_HEAD_POSITIONS,
     Run,
     expected_tokens,
+    metrics,
+    outputs,
 )
-from tests.engine.test_eagle3_engine import metrics, outputs
 from tests.support.engine_result import ok
 from tests.support.paths import REPO_ROOT
 

@@ -25,17 +25,19 @@ from vpq.move import moved_engine
 
 from tests.engine.cases import (
     CASE_TIMEOUT_S,
+    CASES,
     DEFAULT_IDS_LAYERS,
+    DEFAULT_IDS_WARNING,
     HEAD_IDS,
     PROMPTS,
     Checkpoints,
     Run,
     expected_tokens,
+    metrics,
+    outputs,
     run_engine,
     spec_for,
 )
-from tests.engine.test_differential import CASES
-from tests.engine.test_eagle3_engine import DEFAULT_IDS_WARNING, metrics, outputs
 from tests.support.engine_result import ok
 from tests.support.paths import REPO_ROOT
 
