@@ -15,7 +15,7 @@ from vpq.envs import venv
 from vpq.source import fetch, lock
 from vpq.wheels import build
 
-from tests.unit.test_cli import run_cli
+from tests.unit.cli import run_cli
 from tests.unit.tiny_upstream import FILES, Upstream, write_sdist
 
 OLD = time.time() - 30 * cache.DAY_S

@@ -20,9 +20,9 @@ import verify_install as vi
 from vpq.checkpoints import fixture
 
 from tests.support import heads
-from tests.unit.test_preflight import preflight as file_rules
-from tests.unit.test_preflight import problems
-from tests.unit.test_preflight_vllm import SPECULATORS_017, fake_vllm
+from tests.unit.fake_vllm import SPECULATORS_017, fake_vllm
+from tests.unit.preflight_files import preflight as file_rules
+from tests.unit.preflight_files import problems
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "speculators-0.9.0"
 

@@ -1,8 +1,12 @@
 """The shape of tests/ (issue #39): each tier is a folder that imports only
 its own modules and ``tests/support``, the one package of test code the
 tiers share; a ``conftest.py`` holds its tier's fixtures and hooks and is
-imported by nobody; ``tests/support`` imports no tier. An exception is
-named in ``EXCEPTIONS`` with its reason, and must still be needed."""
+imported by nobody; a test module (``test_*.py``) is imported by nobody
+either: what two test modules share is a helper module of their tier
+(``tests/unit/cli.py``, ``tests/engine/cases.py``,
+``tests/semantics/mla_head.py``, ...); ``tests/support`` imports no tier.
+An exception is named in ``EXCEPTIONS`` with its reason, and must still be
+needed."""
 
 from __future__ import annotations
 
@@ -67,6 +71,8 @@ def violations(root: Path, exceptions: dict[tuple[str, str], str]) -> list[str]:
             parts = module.split(".")
             if "conftest" in parts:
                 why = "a conftest.py holds fixtures and hooks; import helpers from a module"
+            elif parts[0] == "tests" and any(p.startswith("test_") for p in parts[1:3]):
+                why = "a test module: its helpers go to a helper module"
             elif parts[0] != "tests" or len(parts) < 2 or parts[1] in (tier, SHARED):
                 continue
             elif tier == SHARED:
@@ -115,12 +121,15 @@ def test_each_kind_of_crossing_is_named_with_its_file_and_line(tmp_path: Path) -
                 "from tests import heads\n"
             ),
             "tests/engine/test_b.py": "from tests.unit.test_a import f\n",
+            "tests/engine/test_c.py": "from tests.engine import test_b\n",
             "tests/data/tool/generate.py": "from tests.unit import anything\n",
         },
     )
     assert violations(root, {}) == [
-        "tests/engine/test_b.py:1: imports tests.unit.test_a.f: outside tests/engine: "
-        "share it through tests/support",
+        "tests/engine/test_b.py:1: imports tests.unit.test_a.f: a test module: "
+        "its helpers go to a helper module",
+        "tests/engine/test_c.py:1: imports tests.engine.test_b: a test module: "
+        "its helpers go to a helper module",
         "tests/helpers.py: shared test code goes to tests/support/",
         "tests/support/shared.py:1: imports tests.unit.cases: tests/support is shared by "
         "every tier and imports none",
@@ -145,7 +154,7 @@ def test_an_exception_covers_its_import_and_a_stale_one_is_named(tmp_path: Path)
     why = "the reason"
     assert violations(root, {("tests/unit/test_a.py", "tests.gpu.test_x"): why}) == []
     assert violations(root, {("tests/unit/test_b.py", "tests.gpu.test_y"): why}) == [
-        "tests/unit/test_a.py:1: imports tests.gpu.test_x: outside tests/unit: "
-        "share it through tests/support",
+        "tests/unit/test_a.py:1: imports tests.gpu.test_x: a test module: "
+        "its helpers go to a helper module",
         "tests/unit/test_b.py: exception for tests.gpu.test_y no longer needed",
     ]

@@ -1,7 +1,8 @@
 """The staircase's verdict cache (``vpq.move.verdicts``): an unchanged
 ``--check`` is answered from the cache; a changed patch replays the series
 but keeps the target's judgement (contract and probes); changed probe code
-(the probes' tests, or the shared tests/support) judges the target again; ``--no-cache`` recomputes everything.
+(the probes' tests, or the shared tests/support) judges the target again;
+``--no-cache`` recomputes everything.
 
 The tiny upstream (tests/unit/tiny_upstream.py) has one patch with a probe
 (a real pytest file in the queue's ``tests/``) and a release 1.1 that has
