@@ -6,7 +6,7 @@ other's conftest.
 The first run downloads about 850 MB into the cache and makes the CPU deps
 venv (a few minutes); later runs reuse both. ``vpq`` is imported inside the
 fixtures: tests/semantics and tests/parsers load this plugin too, inside a
-wheel's venv, where ``scripts/`` is put on ``sys.path`` by their conftest.
+wheel's venv, where ``scripts/`` need not be on ``sys.path``.
 """
 
 from __future__ import annotations
