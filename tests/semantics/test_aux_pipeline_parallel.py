@@ -27,6 +27,8 @@ its own slice's states).
 from __future__ import annotations
 
 import contextlib
+import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -34,8 +36,7 @@ import torch
 from vllm.sequence import IntermediateTensors
 
 from tests.semantics import stubs, unpatched
-from tests.semantics.speculative_configs import _drafter, _llama_target, _spec
-from tests.semantics.wrapper import _wrapper
+from tests.semantics.test_aux_hidden_states import _wrapper
 
 pytestmark = [unpatched.AUX_INTERFACE]
 
@@ -213,6 +214,58 @@ def test_runner_sets_aux_ids_on_stages_without_the_drafter() -> None:
         mp.undo()
 
 
+def _drafter(dest: Path, eagle_config: dict[str, object] | None = None) -> str:
+    cfg: dict[str, object] = {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        "hidden_size": stubs.HIDDEN,
+        "intermediate_size": 32,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 1,
+        "vocab_size": 128,
+        "max_position_embeddings": 256,
+        "torch_dtype": "float32",
+        "eagle_aux_hidden_state_layer_ids": [1, 2, 3],
+    }
+    if eagle_config is not None:
+        cfg["eagle_config"] = eagle_config
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "config.json").write_text(json.dumps(cfg))
+    return str(dest)
+
+
+def _llama_target(dest: Path) -> str:
+    cfg = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": stubs.HIDDEN,
+        "intermediate_size": 32,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 4,
+        "vocab_size": 128,
+        "max_position_embeddings": 256,
+        "torch_dtype": "float32",
+    }
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "config.json").write_text(json.dumps(cfg))
+    return str(dest)
+
+
+def _spec(target: str, drafter: str, pp: int, **kw: object):  # type: ignore[no-untyped-def]
+    from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig
+
+    return SpeculativeConfig(
+        target_model_config=ModelConfig(model=target, skip_tokenizer_init=True),
+        target_parallel_config=ParallelConfig(pipeline_parallel_size=pp),
+        method="eagle3",
+        model=drafter,
+        num_speculative_tokens=2,
+        **kw,
+    )
+
+
 @unpatched.fails_unpatched_with(
     raises="NotImplementedError",
     match="Pipeline parallelism is not supported for this model",
@@ -254,7 +307,7 @@ def test_drafter_layers_are_numbered_after_all_target_layers_on_the_last_stage(
     stand-in that records the ``start_layer_id`` it is given."""
     from vllm.model_executor.models import llama_eagle3
 
-    from tests.semantics import llama_head
+    from tests.semantics import test_drafter_quantized_lm_head as llama_head
 
     starts: list[int] = []
 

@@ -14,7 +14,7 @@ path, revision, dtype, quantization, ...) is a factor. Fails on unpatched
 
 from __future__ import annotations
 
-from tests.semantics.speculative_configs import _drafter, _llama_target, _spec
+from tests.semantics.test_aux_pipeline_parallel import _drafter, _llama_target, _spec
 
 
 def test_two_drafters_with_the_same_layer_ids_hash_differently(tmp_path) -> None:

@@ -21,7 +21,7 @@ import pytest
 from vllm.v1.attention.backends.registry import AttentionBackendEnum
 
 from tests.semantics import stubs, unpatched
-from tests.semantics.speculative_configs import _drafter, _spec
+from tests.semantics.test_aux_pipeline_parallel import _drafter, _spec
 
 pytestmark = unpatched.fails_unpatched_with(
     raises="ValidationError",

@@ -38,8 +38,8 @@ import torch
 from torch import nn
 
 from tests.semantics import stubs, unpatched
-from tests.semantics.proposer_load import LogRecorder, llama_eagle3_head
-from tests.semantics.speculative_configs import _drafter, _spec
+from tests.semantics.test_aux_pipeline_parallel import _drafter, _spec
+from tests.semantics.test_drafter_multimodal_inputs import LogRecorder, llama_eagle3_head
 
 HEAD = "/ckpt/kimi-k2.5-eagle3-no-embed"  # what the warning must name
 

@@ -15,11 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.semantics import unpatched
-from tests.semantics.speculative_configs import _target
+from tests.semantics import stubs, unpatched
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 from vpq.checkpoints import fixture  # noqa: E402
+
+
+def _target(kind: str, dest: Path) -> Path:
+    if kind == "kimi_k25":
+        return fixture.write_tiny_kimi_k25(dest)
+    return stubs.write_text_config(dest, 4)
 
 
 @unpatched.fails_unpatched_with(

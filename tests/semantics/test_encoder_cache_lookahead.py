@@ -28,7 +28,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from tests.semantics.speculative_configs import _drafter, _llama_target, _spec
+from tests.semantics.test_aux_pipeline_parallel import _drafter, _llama_target, _spec
 
 IMAGE_OFFSET, IMAGE_LEN, PROMPT_LEN = 8, 16, 48
 

@@ -35,8 +35,8 @@ import torch
 from torch import nn
 from vllm.config import set_current_vllm_config
 
-from tests.semantics import mla_head as mla
 from tests.semantics import stubs, unpatched
+from tests.semantics import test_mla_drafter as mla
 
 TARGET_LAYERS = 4
 #: The draft vocabulary of the ``lm_head`` tests: a multiple of 64, so

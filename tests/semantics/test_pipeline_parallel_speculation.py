@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.semantics import unpatched
-from tests.semantics.speculative_configs import _target
+from tests.semantics.test_eagle3_gate import _target
 
 
 def _runner(drafter: object | None) -> object:
