@@ -1,23 +1,20 @@
-"""Shared fixtures. Unit tests build small git fixtures inside the test;
-integration tests (tests/integration) use the real pinned upstream."""
+"""The hooks and fixtures of every tier: the tier markers and their order,
+``--outside-ci``, and the wheel fixtures (``tests/support/wheel_fixtures.py``)
+the integration and engine tiers share. Unit tests build small git fixtures
+inside the test; integration tests (tests/integration) use the real pinned
+upstream. Shared helpers are modules of ``tests/support``, never this file."""
 
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import REPO_ROOT
 
-
-def sh(args: list[str], cwd: Path, **kw: object) -> subprocess.CompletedProcess[str]:
-    """Run a command, failing the test with its output if it fails."""
-    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, **kw)  # type: ignore[call-overload]
-    if proc.returncode != 0:
-        raise AssertionError(f"{args} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
+#: The pinned wheels and their venvs, for tests/integration and tests/engine.
+pytest_plugins = ["tests.support.wheel_fixtures"]
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ from typing import Any
 
 from vpq.checkpoints import scripted
 
-from tests.engine.conftest import PROMPTS, expected_tokens
+from tests.engine.cases import PROMPTS, expected_tokens
 from tests.engine.server import MESSAGES, PING, assemble, counter, metrics_text, reasoning
 
 REQUEST_TIMEOUT_S = 300

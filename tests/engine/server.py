@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.engine.conftest import NUM_SPECULATIVE_TOKENS, Checkpoints
+from tests.engine.cases import NUM_SPECULATIVE_TOKENS, Checkpoints
 
 START_TIMEOUT_S = 240
 PING = {

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from vpq.checkpoints import scripted
 
-from tests.engine.conftest import Checkpoints, Engines
+from tests.engine.cases import Checkpoints, Engines
 from tests.engine.server import free_port, serving, tail
 
 KEY = "sk-loopback-test"

@@ -26,7 +26,7 @@ import pytest
 from vpq.checkpoints import scripted
 
 from tests.engine import cpu_shims, load
-from tests.engine.conftest import NUM_SPECULATIVE_TOKENS
+from tests.engine.cases import NUM_SPECULATIVE_TOKENS
 from tests.engine.server import counter, free_port, metrics_text, server_command, serving, tail
 
 MAX_MODEL_LEN = 512

@@ -15,33 +15,18 @@ import dataclasses
 
 import pytest
 
-from tests.engine.conftest import (
-    DEFAULT_IDS_LAYERS,
+from tests.engine.cases import (
+    CASES,
     HEAD_IDS,
     MLA_HEADS,
     NUM_SPECULATIVE_TOKENS,
     PROMPTS,
     Run,
     expected_tokens,
-    ok,
+    metrics,
+    outputs,
 )
-from tests.engine.test_eagle3_engine import metrics, outputs
-from tests.engine.test_serving_fixes import JSON_AFTER_REASONING
-
-CASES = [
-    Run(None),
-    Run("llama-top"),
-    Run("llama-nested"),
-    Run("eagle3.1-llama"),
-    Run("llama-absent", layers=DEFAULT_IDS_LAYERS),
-    # JSON after kimi_k2 reasoning, </think> inside a step: 0.32.0 has the
-    # three structured-output fixes in their 0.27.0 form
-    Run("llama-top", **JSON_AFTER_REASONING),
-    # MLA on, target and head: ours through the tier's stand-in backend
-    # (cpu_shims.MLA_SHIMS), upstream's through its own (AMX_MLA or CPU_MLA)
-    Run(None, mla=True),
-    *(Run(head, mla=True) for head in MLA_HEADS),
-]
+from tests.support.engine_result import ok
 
 
 @pytest.fixture(autouse=True)

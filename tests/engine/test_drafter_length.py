@@ -18,17 +18,18 @@ import subprocess
 from vpq.checkpoints import scripted
 
 from tests.engine import cpu_shims
-from tests.engine.conftest import (
+from tests.engine.cases import (
     MAX_TOKENS,
     NUM_SPECULATIVE_TOKENS,
-    REPO_ROOT,
     SHORT_HEAD,
     SHORT_HEAD_POSITIONS,
     Run,
     expected_tokens,
-    ok,
+    metrics,
+    outputs,
 )
-from tests.engine.test_eagle3_engine import metrics, outputs
+from tests.support.engine_result import ok
+from tests.support.paths import REPO_ROOT
 
 #: A prompt ending on the script, long enough that the request passes the
 #: head's limit within ``MAX_TOKENS``: 55 + 12 tokens against 64.

@@ -13,29 +13,23 @@ import re
 
 import pytest
 
-from tests.engine.conftest import (
+from tests.engine.cases import (
     DEFAULT_IDS_LAYERS,
+    DEFAULT_IDS_WARNING,
     HEAD_IDS,
     NUM_SPECULATIVE_TOKENS,
     PROMPTS,
     Run,
     expected_tokens,
-    ok,
+    metrics,
+    outputs,
 )
+from tests.support.engine_result import ok
 
 K = NUM_SPECULATIVE_TOKENS
 #: The head shapes that name their layer ids (top level, under
 #: ``eagle_config``, and EAGLE 3.1 with ``fc_norm``/``norm_output``).
 NAMED_IDS = ("llama-top", "llama-nested", "eagle3.1-llama")
-DEFAULT_IDS_WARNING = "does not name the target layers its head reads"
-
-
-def outputs(result: dict) -> list[list[int]]:
-    return [o["token_ids"] for o in ok(result)["batches"]["greedy"]["outputs"]]
-
-
-def metrics(result: dict) -> dict:
-    return ok(result)["batches"]["greedy"]["metrics"]
 
 
 def test_reference_engine_follows_the_script(engine) -> None:

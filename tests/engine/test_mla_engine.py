@@ -23,14 +23,8 @@ import math
 
 import pytest
 
-from tests.engine.conftest import (
-    HEAD_IDS,
-    NUM_SPECULATIVE_TOKENS,
-    PROMPTS,
-    Run,
-    expected_tokens,
-    ok,
-)
+from tests.engine.cases import HEAD_IDS, NUM_SPECULATIVE_TOKENS, PROMPTS, Run, expected_tokens
+from tests.support.engine_result import ok
 
 K = NUM_SPECULATIVE_TOKENS
 STAND_IN = "CpuMLAImpl"

@@ -23,21 +23,23 @@ import pytest
 from vpq.envs import engine_env
 from vpq.move import moved_engine
 
-from tests.conftest import REPO_ROOT
-from tests.engine.conftest import (
+from tests.engine.cases import (
     CASE_TIMEOUT_S,
+    CASES,
     DEFAULT_IDS_LAYERS,
+    DEFAULT_IDS_WARNING,
     HEAD_IDS,
     PROMPTS,
     Checkpoints,
     Run,
     expected_tokens,
-    ok,
+    metrics,
+    outputs,
     run_engine,
     spec_for,
 )
-from tests.engine.test_differential import CASES
-from tests.engine.test_eagle3_engine import DEFAULT_IDS_WARNING, metrics, outputs
+from tests.support.engine_result import ok
+from tests.support.paths import REPO_ROOT
 
 VERSION = os.environ.get("VPQ_MOVED_ENGINE")
 MOVED = [dataclasses.replace(r, engine="moved") for r in CASES]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engine.conftest import Engines
+from tests.engine.cases import Engines
 from tests.engine.server import (
     free_port,
     server_command,

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from vpq.checks import peer_env, peer_list, peer_report, peer_run
 
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 
 def test_upstream_parser_and_rejection_sampler_tests_do_not_regress(

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engine.conftest import HEAD_IDS, PROMPTS, Run, expected_tokens, ok
-from tests.engine.test_eagle3_engine import metrics, outputs
+from tests.engine.cases import HEAD_IDS, PROMPTS, Run, expected_tokens, metrics, outputs
+from tests.support.engine_result import ok
 
 ASYNC_OFF_WARNING = "Async scheduling is disabled: speculative decoding with"
 ASYNC_REFUSED = "Async scheduling is not supported with speculative decoding"

@@ -33,7 +33,7 @@ import pytest
 from vpq.checkpoints import scripted
 
 from tests.engine import load
-from tests.engine.conftest import Checkpoints, Engines, expected_tokens
+from tests.engine.cases import Checkpoints, Engines, expected_tokens
 from tests.engine.server import (
     counter,
     free_port,

@@ -10,16 +10,18 @@ import pytest
 from vpq.checkpoints import scripted
 
 from tests.engine import cpu_shims
-from tests.engine.conftest import (
+from tests.engine.cases import (
     IM_MIDDLE,
     IMAGE_TOKENS,
+    JSON_AFTER_REASONING,
     MAX_BATCHED_TOKENS,
     PROMPTS,
     Run,
     expected_tokens,
-    ok,
+    metrics,
+    outputs,
 )
-from tests.engine.test_eagle3_engine import metrics, outputs
+from tests.support.engine_result import ok
 
 
 def test_allowed_token_ids_without_penalties_is_served_losslessly(engine) -> None:
@@ -55,14 +57,6 @@ def test_image_heavy_batch_with_a_small_encoder_cache_is_served_losslessly(engin
     assert "does not support external multimodal embeddings" in r["log"], r["log_tail"]
     m = r["batches"]["images"]["metrics"]
     assert m["num_drafts"] > 0 and m["accepted_per_pos"][0] >= m["num_drafts"] / 2, m
-
-
-#: Structured output parsed after the ``kimi_k2`` reasoning parser says the
-#: reasoning ended: a JSON object (``response_format`` ``json_object``).
-JSON_AFTER_REASONING = {
-    "args": (("reasoning_parser", "kimi_k2"),),
-    "sampling": (("structured_outputs", (("json_object", True),)),),
-}
 
 
 def test_structured_output_after_reasoning_is_lossless(engine) -> None:

@@ -1,7 +1,7 @@
 """A head in the ``speculators`` format serves the scripted Kimi-K2.5 on a
 real engine, losslessly, with the norm it was trained with.
 
-The head (``conftest.SPECULATORS_HEAD``) is what speculators 0.9.0's default
+The head (``cases.SPECULATORS_HEAD``) is what speculators 0.9.0's default
 eagle3 recipe writes: ``speculators_model_type`` eagle3, the layer under
 ``transformer_layer_config``, ``norm_before_fc`` and ``norm_output`` set,
 ids (1, 2, 3) at the top level, the library's tensor names. Its scripted
@@ -15,15 +15,15 @@ Face Hub lookup of the local path (0.17.1 logged two ERROR lines for it).
 
 from __future__ import annotations
 
-from tests.engine.conftest import (
+from tests.engine.cases import (
     HEAD_IDS,
     NUM_SPECULATIVE_TOKENS,
     PROMPTS,
     SPECULATORS_HEAD,
     Run,
     expected_tokens,
-    ok,
 )
+from tests.support.engine_result import ok
 
 K = NUM_SPECULATIVE_TOKENS
 

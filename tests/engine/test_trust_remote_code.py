@@ -14,7 +14,8 @@ must (docs/known-issues.md, "Security advisories").
 
 from __future__ import annotations
 
-from tests.engine.conftest import IMAGE_TOKENS, Run, ok
+from tests.engine.cases import IMAGE_TOKENS, Run
+from tests.support.engine_result import ok
 
 UNTRUSTED = (("trust_remote_code", False),)
 REFUSED = "Failed to load the image processor"

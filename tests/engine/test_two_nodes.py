@@ -58,7 +58,15 @@ from typing import Any
 import pytest
 
 from tests.engine import cpu_shims, load
-from tests.engine.conftest import MAX_TOKENS, PROMPTS, Checkpoints, Engines, Run, expected_tokens
+from tests.engine.cases import (
+    MAX_TOKENS,
+    PROMPTS,
+    Checkpoints,
+    Engines,
+    Run,
+    expected_tokens,
+    outputs,
+)
 from tests.engine.server import (
     MESSAGES,
     PING,
@@ -69,7 +77,6 @@ from tests.engine.server import (
     server_command,
     tail,
 )
-from tests.engine.test_eagle3_engine import outputs
 
 VLLM_CLI = Path(__file__).with_name("vllm_cli.py")
 #: Everything (two starts, the requests, the shutdown) within this, or both groups are killed.

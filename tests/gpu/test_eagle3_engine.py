@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.gpu.conftest import (
+from tests.support.engine_result import ok
+from tests.support.gpu_cases import (
     BENCH_MAX_TOKENS,
     FIXTURE_IMAGE_TOKENS,
     NUM_SPECULATIVE_TOKENS,
     PROMPTS,
     Checkpoints,
-    ok,
 )
 
 K = NUM_SPECULATIVE_TOKENS

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.gpu.conftest import PROMPTS, Checkpoints, engine_spec, ok, run_probe
+from tests.support.engine_result import ok
+from tests.support.gpu_cases import PROMPTS, Checkpoints, engine_spec, run_probe
 
 HEADS = ["eagle3-mla-tiny", "eagle3.1-tiny"]
 

@@ -24,14 +24,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.gpu.conftest import (
+from tests.support.engine_result import ok
+from tests.support.gpu_cases import (
     FIXTURE_IMAGE_TOKENS,
     PROBE,
     PROMPTS,
     Checkpoints,
     cuda_device_count,
     engine_spec,
-    ok,
 )
 
 #: A small encoder-cache budget: room for one fixture image plus a little,

@@ -25,13 +25,13 @@ from typing import Any
 
 import pytest
 
-from tests.gpu.conftest import (
+from tests.support.engine_result import ok
+from tests.support.gpu_cases import (
     NUM_SPECULATIVE_TOKENS,
     PROMPTS,
     Checkpoints,
     cuda_device_count,
     engine_spec,
-    ok,
     run_probe,
 )
 

@@ -11,7 +11,7 @@ import tarfile
 import pytest
 from vpq.source import fetch, lock
 
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 MODELS = "vllm/model_executor/models"
 #: The model files the series serves as targets (Kimi-K2.5 wraps DeepSeek-V3).

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from vpq.wheels import audit, build
 
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 
 @pytest.mark.outside_ci

@@ -16,7 +16,7 @@ from vpq.source import fetch, lock, queue, series
 from vpq.source import git as g
 from vpq.wheels import build, wheel
 
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 EXPECTED_CHANGED = (
     "vllm/_version.py",

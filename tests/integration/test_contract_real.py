@@ -20,8 +20,8 @@ from vpq.source import fetch
 from vpq.source import git as g
 from vpq.wheels import build
 
-from tests.conftest import REPO_ROOT
-from tests.integration.conftest import discover_at
+from tests.integration.venv_runs import discover_at
+from tests.support.paths import REPO_ROOT
 
 KIMI = "KimiK25ForConditionalGeneration"
 ALL = list(contract_items.CLAIMS)

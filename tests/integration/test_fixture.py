@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from vpq.checkpoints import fixture
 
-from tests.integration.conftest import run_probe
+from tests.integration.venv_runs import run_probe
 
 PROBE = Path(__file__).with_name("fixture_probe.py")
 

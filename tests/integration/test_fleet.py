@@ -17,8 +17,8 @@ from vpq.envs import venv as envs
 from vpq.source import lock
 from vpq.wheels import build, publish
 
-from tests.conftest import REPO_ROOT
-from tests.fleet import Recipe, offline_env, run_steps, tool, uv_bin
+from tests.support.fleet import Recipe, offline_env, run_steps, tool, uv_bin
+from tests.support.paths import REPO_ROOT
 
 CONTAINERFILE = REPO_ROOT / "Containerfile"
 

@@ -8,7 +8,7 @@ import subprocess
 
 from vpq.contract import items as contract_items
 
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 ARCHS = ["KimiK25ForConditionalGeneration", "DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM"]
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from vpq.source import fetch
 
-from tests.conftest import REPO_ROOT
-from tests.integration.conftest import run_in_venv
+from tests.integration.venv_runs import run_in_venv
+from tests.support.paths import REPO_ROOT
 
 REFERENCE = "vllm-0_20_0"
 

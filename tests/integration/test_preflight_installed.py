@@ -1,6 +1,6 @@
 """The preflight asking the installed vLLM: the patched wheel and unpatched upstream.
 
-The tiny heads of tests/heads.py against the tiny Kimi-K2.5 target, run by
+The tiny heads of tests/support/heads.py against the tiny Kimi-K2.5 target, run by
 ``preflight_probe.py`` inside each CPU venv (one vLLM import per venv).
 Each head has one expected outcome per wheel, fixed for the pinned release
 (``PINNED``): the series serves every public head shape (the MLA heads of
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import heads
-from tests.conftest import REPO_ROOT
+from tests.support import heads
+from tests.support.paths import REPO_ROOT
 
 PROBE = Path(__file__).with_name("preflight_probe.py")
 SCRIPT = REPO_ROOT / "scripts" / "verify_install.py"

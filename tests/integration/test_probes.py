@@ -12,7 +12,7 @@ from vpq.contract import table as contract_table
 from vpq.envs import probe_run
 from vpq.source import series
 
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 
 def _verdicts(python, table: contract_table.Table) -> dict[str, tuple[bool, str]]:  # type: ignore[no-untyped-def]

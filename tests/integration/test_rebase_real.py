@@ -20,7 +20,7 @@ from vpq.move import rebase
 from vpq.source import git as g
 from vpq.source import lock, series
 
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 SPECULATIVE = "vllm/config/speculative.py"
 OUR_NAMES = ["deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25"]

@@ -19,7 +19,7 @@ import pytest
 from vpq.envs import probe_run
 from vpq.source import fetch
 
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 REF = "vllm/model_executor/models/deepseek_v2.py"
 REF_EAGLE3 = "vllm/model_executor/models/deepseek_eagle3.py"

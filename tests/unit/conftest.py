@@ -2,7 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import heads
+from tests.support import heads
+from tests.unit.rerere_moves import two  # noqa: F401  (a fixture)
 from tests.unit.tiny_upstream import one_patch, upstream  # noqa: F401  (fixtures)
 
 

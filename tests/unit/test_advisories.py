@@ -14,7 +14,7 @@ from vpq import cli
 from vpq.move import staircase
 from vpq.wheels import advisories
 
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 from tests.unit.tiny_upstream import Upstream
 
 GID = "GHSA-7972-pg2x-xr59"

@@ -15,7 +15,7 @@ from vpq.envs import venv
 from vpq.source import fetch, lock
 from vpq.wheels import build
 
-from tests.unit.test_cli import run_cli
+from tests.unit.cli import run_cli
 from tests.unit.tiny_upstream import FILES, Upstream, write_sdist
 
 OLD = time.time() - 30 * cache.DAY_S
@@ -134,7 +134,7 @@ def test_the_docs_cache_commands_are_ones_the_tool_takes() -> None:
 
     from vpq import cli
 
-    from tests.conftest import REPO_ROOT
+    from tests.support.paths import REPO_ROOT
 
     section = (REPO_ROOT / "docs" / "cache.md").read_text()
     block = re.search(r"```bash\n(.*?)```", section, re.DOTALL)

@@ -14,16 +14,10 @@ from vpq.source import git as g
 from vpq.source import lock, probe, queue, rerere, series, tree
 from vpq.wheels import build
 
-from tests.unit.test_cli import assert_clean_error, run_cli, snapshot
-from tests.unit.test_queue_inputs import NEW_F20, WHY
-from tests.unit.tiny_upstream import Upstream
+from tests.unit.cli import assert_clean_error, run_cli, snapshot
+from tests.unit.tiny_upstream import F10, NEW_F20, WHY, Upstream, _covered
 
-F10 = "mod/change-f10.patch"
 F20 = "mod-f20-returns-200.patch"
-
-
-def _covered(*names: str) -> str:
-    return "".join(f'["{n}"]\ncovered-by = "contract"\nwhy = "the test says so"\n\n' for n in names)
 
 
 def _work(root: Path, message: str | None = None) -> Path:
@@ -195,7 +189,7 @@ def test_lint_and_export_give_the_same_messages_in_the_same_order(
 def test_the_docs_show_exports_report_in_the_form_it_prints() -> None:
     import re
 
-    from tests.conftest import REPO_ROOT
+    from tests.support.paths import REPO_ROOT
 
     section = (REPO_ROOT / "docs" / "adding-a-patch.md").read_text()
     sample = section.split("When it writes, it says what\nit did")[1].split("```")[1]

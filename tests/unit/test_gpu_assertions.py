@@ -13,7 +13,12 @@ from vpq.checkpoints import fixture
 from tests.gpu import test_eagle3_engine as gt
 from tests.gpu import test_eagle3_heads as ht
 from tests.gpu import test_eagle3_serving_fixes as sf
-from tests.gpu.conftest import FIXTURE_IMAGE_TOKENS, NUM_SPECULATIVE_TOKENS, PROMPTS, Checkpoints
+from tests.support.gpu_cases import (
+    FIXTURE_IMAGE_TOKENS,
+    NUM_SPECULATIVE_TOKENS,
+    PROMPTS,
+    Checkpoints,
+)
 
 K = NUM_SPECULATIVE_TOKENS
 UPSTREAM = "/upstream/bin/python"

@@ -8,7 +8,7 @@ import re
 import tomllib
 from typing import Any
 
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 
 def _pyproject() -> dict[str, Any]:

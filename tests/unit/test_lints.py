@@ -11,8 +11,7 @@ from vpq import cli
 from vpq.checks import lints, mutation, peer_backports, peer_list
 from vpq.source import linting, probe, queue, series
 
-from tests.unit.test_export import F10, _covered
-from tests.unit.tiny_upstream import Upstream
+from tests.unit.tiny_upstream import F10, Upstream, _covered
 
 
 def _lint(name: str, problems: list[str], needs: tuple[str, ...] = ()) -> linting.Lint:

@@ -18,7 +18,7 @@ from vpq.move import move_check, rebase
 from vpq.source import git as g
 from vpq.source import rerere
 
-from tests.unit.test_rebase_rerere import A, B, inputs, record_both_resolutions, two  # noqa: F401
+from tests.unit.rerere_moves import A, B, inputs, record_both_resolutions
 from tests.unit.tiny_upstream import Upstream
 
 

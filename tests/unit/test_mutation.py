@@ -13,8 +13,8 @@ from vpq.core.files import sha256_file
 from vpq.envs import contract_run, probe_run
 from vpq.source import probe, series
 
-from tests.conftest import REPO_ROOT
-from tests.unit.test_cli import run_cli
+from tests.support.paths import REPO_ROOT
+from tests.unit.cli import run_cli
 from tests.unit.tiny_upstream import Upstream
 
 P = probe.Probe("x.patch", tests=("t.py::test_a", "t.py::test_b"), exclude=("t.py::test_b[2]",))

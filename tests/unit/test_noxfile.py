@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 
 def _install_args(tree: ast.AST) -> list[ast.expr]:

@@ -10,7 +10,7 @@ import pytest
 import tomli_w
 from vpq.checks import peer_backports
 
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 from tests.unit.tiny_upstream import Upstream
 
 PATCH = "mod/change-f10.patch"

@@ -12,7 +12,7 @@ import tomli_w
 from vpq import cli
 from vpq.checks import peer_list
 
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 from tests.unit.tiny_upstream import Upstream
 
 PATCH = "mod/change-f10.patch"

@@ -18,19 +18,11 @@ import numpy as np
 import pytest
 import verify_install as vi
 
-from tests import heads
-from tests.conftest import REPO_ROOT
+from tests.support import heads
+from tests.support.paths import REPO_ROOT
+from tests.unit.preflight_files import preflight, problems
 
 SCRIPT = REPO_ROOT / "scripts" / "verify_install.py"
-NOTEWORTHY = (vi.ERROR, vi.WARNING, vi.NOTE)
-
-
-def problems(findings: list[vi.Finding]) -> list[tuple[str, str]]:
-    return [(f.severity, f.rule) for f in findings if f.severity in NOTEWORTHY]
-
-
-def preflight(target: Path, head_dir: Path) -> list[vi.Finding]:
-    return vi.preflight(target, head_dir, use_vllm=False)
 
 
 def script(*args: str) -> subprocess.CompletedProcess[str]:

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import verify_install as vi
 
-from tests import heads
-from tests.conftest import REPO_ROOT
+from tests.support import heads
+from tests.support.paths import REPO_ROOT
 
 ENTRIES = {
     "script": [str(REPO_ROOT / "scripts" / "verify_install.py")],

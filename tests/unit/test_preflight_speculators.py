@@ -2,7 +2,7 @@
 
 The format keeps the drafter's sizes under ``transformer_layer_config`` and
 its EAGLE-3 fields at the top level; vLLM reads it through its speculators
-converter. The heads here are ``tests/heads.py``'s ``speculators_head``,
+converter. The heads here are ``tests/support/heads.py``'s ``speculators_head``,
 whose config and tensor names are held equal to what speculators 0.9.0
 itself writes (tests/data/speculators-0.9.0/, made by the library's own
 classes: see generate.py there). The wheel's side is asked of the stand-in
@@ -19,10 +19,10 @@ import pytest
 import verify_install as vi
 from vpq.checkpoints import fixture
 
-from tests import heads
-from tests.unit.test_preflight import preflight as file_rules
-from tests.unit.test_preflight import problems
-from tests.unit.test_preflight_vllm import SPECULATORS_017, fake_vllm
+from tests.support import heads
+from tests.unit.fake_vllm import SPECULATORS_017, fake_vllm
+from tests.unit.preflight_files import preflight as file_rules
+from tests.unit.preflight_files import problems
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "speculators-0.9.0"
 

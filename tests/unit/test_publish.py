@@ -15,8 +15,8 @@ from packaging.version import Version
 from vpq.core.files import sha256_file
 from vpq.wheels import build, publish
 
-from tests.fleet import pip_install, uv_bin, uv_install
-from tests.unit.test_cli import assert_clean_error, run_cli
+from tests.support.fleet import pip_install, uv_bin, uv_install
+from tests.unit.cli import assert_clean_error, run_cli
 from tests.unit.tiny_upstream import Upstream
 
 

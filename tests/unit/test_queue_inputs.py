@@ -12,17 +12,9 @@ from vpq.source import git as g
 from vpq.source import queue, series
 from vpq.wheels import build
 
-from tests.conftest import REPO_ROOT
-from tests.unit.test_cli import assert_clean_error, run_cli, snapshot
-from tests.unit.tiny_upstream import MOD, Upstream, replace_line
-
-NEW_F20 = replace_line(
-    replace_line(MOD, "return 10\n", "return 100\n"), "return 20\n", "return 200\n"
-)
-WHY = (
-    "The test needs f20 changed, and this line says why.\n"
-    "No longer needed when upstream changes it.\n\nUpstream-Status: Pending\nForwarded: no\n"
-)
+from tests.support.paths import REPO_ROOT
+from tests.unit.cli import assert_clean_error, run_cli, snapshot
+from tests.unit.tiny_upstream import NEW_F20, WHY, Upstream
 
 
 def _commit_in_work(root: Path, message: str) -> Path:

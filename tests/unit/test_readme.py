@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import subprocess
 
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 README = (REPO_ROOT / "README.md").read_text()
 DOCS = REPO_ROOT / "docs"

@@ -33,22 +33,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
-from tests.pythons import Python, describe, on_path
+from tests.support.paths import REPO_ROOT
+from tests.support.pythons import Python, describe, on_path
+from tests.unit.readme import readme_commands
 
 #: The distribution's own Python (Debian's, Ubuntu's).
 STOCK = "/usr/bin/python3"
-
-SECTION = "## The two commands"
-
-
-def readme_commands(readme: str) -> list[str]:
-    """The command lines of README's first ``bash`` block under "The two
-    commands", without their trailing comments."""
-    section = readme.split(SECTION, 1)[1]
-    block = re.search(r"```bash\n(.*?)```", section, re.DOTALL)
-    assert block, "README's two-commands section has no bash block"
-    return [ln.split("  #", 1)[0].strip() for ln in block.group(1).splitlines() if ln.strip()]
 
 
 def split_nox(line: str) -> tuple[str, list[str]]:

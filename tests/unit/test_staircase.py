@@ -194,7 +194,7 @@ def test_one_release_gets_no_second_copy_of_its_table(
 
 
 def test_the_rebase_page_shows_the_report_as_rendered() -> None:
-    from tests.conftest import REPO_ROOT
+    from tests.support.paths import REPO_ROOT
 
     assert _report().render() in (REPO_ROOT / "docs" / "rebase.md").read_text()
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "scripts" / "vpq"
 MODULES = sorted(PACKAGE.rglob("*.py"))

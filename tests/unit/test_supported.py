@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from vpq.core import supported
 
-from tests.conftest import REPO_ROOT
-from tests.pythons import find_minor
-from tests.unit.test_readme_commands import readme_commands
+from tests.support.paths import REPO_ROOT
+from tests.support.pythons import find_minor
+from tests.unit.readme import readme_commands
 
 #: What an unsupported Python parses before the check refuses it: the
 #: noxfile (whole, it is compiled before it runs) and the modules it imports first.

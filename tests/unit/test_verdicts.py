@@ -1,7 +1,8 @@
 """The staircase's verdict cache (``vpq.move.verdicts``): an unchanged
 ``--check`` is answered from the cache; a changed patch replays the series
 but keeps the target's judgement (contract and probes); changed probe code
-judges the target again; ``--no-cache`` recomputes everything.
+(the probes' tests, or the shared tests/support) judges the target again;
+``--no-cache`` recomputes everything.
 
 The tiny upstream (tests/unit/tiny_upstream.py) has one patch with a probe
 (a real pytest file in the queue's ``tests/``) and a release 1.1 that has
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 from vpq.checks import cache
 from vpq.envs import probe_run
-from vpq.move import rebase
+from vpq.move import rebase, verdicts
 from vpq.move.staircase import Report
 from vpq.source import fetch, probe, series
 
@@ -90,6 +91,19 @@ def test_changed_probe_code_judges_the_target_again(
         fh.write("# the probe's code changed\n")
     changed = check(one_patch.root)
     assert not changed.cached and probed == {"probe runs": 2, "replays": 2}
+
+
+def test_changed_shared_test_support_code_changes_the_judgements_key(
+    one_patch: Upstream, probed: Counter[str]
+) -> None:
+    """tests/support is the test code every tier may import, probes' tests
+    included: a change there is a change of the probe code."""
+    support = one_patch.root / "tests" / "support" / "helpers.py"
+    support.parent.mkdir(parents=True)
+    support.write_text("ANSWER = 100\n")
+    before = verdicts.probe_code(one_patch.root)
+    support.write_text("ANSWER = 101\n")
+    assert verdicts.probe_code(one_patch.root) != before
 
 
 def test_no_cache_recomputes_and_refreshes(one_patch: Upstream, probed: Counter[str]) -> None:

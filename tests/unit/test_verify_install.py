@@ -20,7 +20,7 @@ import verify_install as vi
 from vpq.contract import items as contract_items
 from vpq.wheels import build
 
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 from tests.unit.tiny_upstream import Upstream
 
 SCRIPT = REPO_ROOT / "scripts" / "verify_install.py"

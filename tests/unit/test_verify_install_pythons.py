@@ -4,7 +4,7 @@
 The script is copied to a host whose Python is not ours, so it must parse
 at 3.10's feature level and run there on the standard library alone. Each
 interpreter is found on this machine without installing one (PATH outside
-venvs, ``/usr/bin``, pyenv's versions: ``tests/pythons.py``; this machine's
+venvs, ``/usr/bin``, pyenv's versions: ``tests/support/pythons.py``; this machine's
 image has pyenv's 3.10.13, 3.11.7, 3.12.1 and 3.13.0, and Debian's 3.11.2),
 and runs the script isolated (``-I``: no site-packages of ours, no
 PYTHONPATH): ``--help``, the install check without vLLM, and the offline
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from tests import heads
-from tests.conftest import REPO_ROOT
-from tests.pythons import find_minor
+from tests.support import heads
+from tests.support.paths import REPO_ROOT
+from tests.support.pythons import find_minor
 
 SCRIPT = REPO_ROOT / "scripts" / "verify_install.py"
 #: The serving hosts' Pythons (vLLM 0.17.1 supports 3.10 to 3.13).

@@ -14,7 +14,7 @@ from pathlib import Path
 from vpq import cli
 from vpq.core import worklock
 
-from tests.unit.test_cli import assert_clean_error, run_cli, snapshot
+from tests.unit.cli import assert_clean_error, run_cli, snapshot
 from tests.unit.tiny_upstream import Upstream
 
 

@@ -209,3 +209,21 @@ def publish(upstream: Upstream, mods: dict[str, str], monkeypatch: pytest.Monkey
         contract_run, "check_source", lambda *a, **k: contract_table.Table(rows={}, where={})
     )
     monkeypatch.setattr(contract_run, "deps_python", lambda *a: Path(sys.executable))
+
+
+#: The patches' queue as tests of ``vpq export`` and ``vpq lint`` shape it:
+#: f10's patch, vllm/mod.py with f20 changed too, a why for a patch on f20,
+#: and probes.toml entries covered by the contract.
+F10 = "mod/change-f10.patch"
+NEW_F20 = replace_line(
+    replace_line(MOD, "return 10\n", "return 100\n"), "return 20\n", "return 200\n"
+)
+WHY = (
+    "The test needs f20 changed, and this line says why.\n"
+    "No longer needed when upstream changes it.\n\nUpstream-Status: Pending\nForwarded: no\n"
+)
+
+
+def _covered(*names: str) -> str:
+    """probes.toml entries for ``names``, each covered by the contract."""
+    return "".join(f'["{n}"]\ncovered-by = "contract"\nwhy = "the test says so"\n\n' for n in names)

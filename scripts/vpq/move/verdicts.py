@@ -8,8 +8,8 @@ Two entries per release, under ``<cache>/staircase/``:
   every patch's probe verdict: the contract import and the pytest run that
   cost most of a release), keyed by the target (its sdist's sha256, or its
   commit with ``--upstream-source git``), the probe tests' code
-  (``probes.toml``, ``tests/*.py`` and every file under the ``tests/``
-  folders the probes select from), the patch names and the tool's code
+  (``probes.toml``, ``tests/*.py``, every file under ``tests/support`` and
+  under the ``tests/`` folders the probes select from), the patch names and the tool's code
   (every module of ``vpq``). It does not depend on the patches' bytes: the
   probes and the contract run on the *unpatched* target;
 - the **report** (every patch's outcome), keyed by the judgement's key,
@@ -82,15 +82,16 @@ def tool_code() -> bytes:
 
 def probe_code(root: Path) -> bytes:
     """The digest of the probe tests' code: ``probes.toml``, the shared
-    ``tests/*.py`` and ``tests/*.toml``, and every file under each
-    ``tests/<folder>`` a probe selects tests from."""
+    ``tests/*.py`` and ``tests/*.toml``, every file under ``tests/support``
+    (the test code every tier may import) and under each ``tests/<folder>``
+    a probe selects tests from."""
     probes = probe.load(root)
     folders = {
         Path(t.split("::", 1)[0]).parts[:2] for p in probes.values() for t in p.tests + p.exclude
     }
     tests = root / "tests"
     files = [root / probe.PROBES_FILE, *tests.glob("*.py"), *tests.glob("*.toml")]
-    for parts in sorted(folders):
+    for parts in sorted(folders | {("tests", "support")}):
         if len(parts) == 2 and (root / Path(*parts)).is_dir():
             files += (root / Path(*parts)).rglob("*")
     return _files_digest(root, files)

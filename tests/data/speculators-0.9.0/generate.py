@@ -1,7 +1,7 @@
 """How the files beside this one were made: speculators 0.9.0's own
 classes writing three tiny EAGLE-3 heads (``config.json`` as written, and
 each ``model.safetensors``' tensor names and shapes), the reference for
-``vpq.checkpoints.fixture.speculators_eagle3_config`` and ``tests/heads.py``'s
+``vpq.checkpoints.fixture.speculators_eagle3_config`` and ``tests/support/heads.py``'s
 ``speculators_head`` (tests/unit/test_preflight_speculators.py compares).
 
 Run once, by hand, on 2026-12-02: ``pip install --no-deps
