@@ -28,6 +28,7 @@ from vpq.core import worklock
 from vpq.core.errors import UsageError, VpqError
 from vpq.core.workspace import Workspace
 from vpq.envs import contract_run as contract
+from vpq.envs import deps_lock, venv
 from vpq.move import move_check, rebase, releases, staircase
 from vpq.source import fetch, lock, queue, series, tree
 from vpq.wheels import advisories, build, publish
@@ -315,6 +316,16 @@ def cmd_advisories(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_lock_deps(ns: argparse.Namespace) -> int:
+    """``vpq lock-deps``: resolve the pinned release's CPU deps venv into
+    cpu-deps.lock (pip's installation report, nothing installed)."""
+    root = _root(ns)
+    pin = lock.load(root)
+    path = venv.lock_deps(root, build.common_txt(pin), pin.sdist.sha256)
+    print(f"wrote {path.name}: {len(deps_lock.load(path).wheels)} wheels for vllm {pin.version}")
+    return 0
+
+
 def cmd_fetch(ns: argparse.Namespace) -> int:
     """``vpq fetch``: the pinned files into the download cache."""
     pin = lock.load(_root(ns))
@@ -565,6 +576,13 @@ def _add_files(sub: Subparsers, locking: argparse.ArgumentParser) -> None:
     f = sub.add_parser("fetch", help="download the pinned files into the cache")
     f.add_argument("--platform", default="all")
     f.set_defaults(func=cmd_fetch)
+    d = sub.add_parser(
+        "lock-deps",
+        parents=[locking],
+        help="resolve the CPU deps venv of the pinned release into cpu-deps.lock "
+        "(nox -s lock_deps)",
+    )
+    d.set_defaults(func=cmd_lock_deps)
     x = sub.add_parser(
         "fixture",
         help="write the tiny Kimi-K2.5 target and EAGLE-3 drafters (Llama, MLA, EAGLE 3.1 "
