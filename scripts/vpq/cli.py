@@ -98,6 +98,7 @@ def cmd_bench(ns: argparse.Namespace) -> int:
         rebase_targets=ns.rebase_target,
         with_installers=not ns.no_installers,
         with_serving=ns.serving,
+        with_cold=not ns.no_cold,
     )
     print(bench.render(cases))
     print("written to build/bench.json")
@@ -492,6 +493,12 @@ def _add_bench(sub: Subparsers) -> None:
         "--no-installers",
         action="store_true",
         help="skip the installer cases (the contract's wheel venv by pip and by uv)",
+    )
+    bn.add_argument(
+        "--no-cold",
+        action="store_true",
+        help="skip the cold-path cases (the first build and the tests' deps venv on cold "
+        "caches, by pip and from cpu-deps.lock; minutes)",
     )
     bn.add_argument(
         "--serving",
