@@ -249,3 +249,37 @@ def test_the_lock_s_hash_is_in_the_deps_venv_s_key(monkeypatch: pytest.MonkeyPat
     assert venv.deps_key(common) != locked
     monkeypatch.setattr(deps_lock, "choose", lambda req, c: (None, None))
     assert venv.deps_key(common) not in (locked, venv.deps_key(common + b"x"))
+
+
+def test_a_move_re_resolves_the_lock_or_says_it_must_be(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``rebase``'s last step: the new ref's common.txt and the new sdist go
+    to ``lock_deps``; where that fails, one line names the session to run;
+    a checkout without a lock gets none."""
+    from vpq.move import rebase
+
+    repo = tmp_path / "repo"
+    (repo / "requirements").mkdir(parents=True)
+    (repo / "requirements" / "common.txt").write_text("beta\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "-C", str(repo), "add", "-A"], check=True)
+    subprocess.run([*git, "-C", str(repo), "commit", "-qm", "r"], check=True)
+    calls: list[tuple[Path, bytes, str]] = []
+    monkeypatch.setattr(venv, "lock_deps", lambda *a: calls.append(a))
+    rebase._relock(tmp_path, repo, "HEAD", "e" * 64)
+    assert calls == []  # no cpu-deps.lock here
+    (tmp_path / deps_lock.LOCK_FILE).write_text("")
+    rebase._relock(tmp_path, repo, "HEAD", "e" * 64)
+    assert calls == [(tmp_path, b"beta\n", "e" * 64)]
+
+    def offline(*a: object) -> None:
+        raise DepsLockError("pip failed: no network")
+
+    monkeypatch.setattr(venv, "lock_deps", offline)
+    rebase._relock(tmp_path, repo, "HEAD", "e" * 64)
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "cpu-deps.lock still locks the old pin (pip failed: no network); "
+        "re-resolve it: `nox -s lock_deps`"
+    )
