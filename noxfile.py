@@ -16,6 +16,7 @@ nox -s bench                  build and staircase timings vs vLLM's own build (b
 nox -s lint                   ruff check + format, mypy, series lint (probes.toml, mutation.toml)
 nox -s tiny_checkpoints       -- DEST: tiny Kimi-K2.5 target + EAGLE-3 heads, with weights
 nox -s apply / export         edit the series in build/work (docs/adding-a-patch.md)
+nox -s lock_deps              resolve the contract check's CPU venv into cpu-deps.lock
 nox -s cache                  cache sizes; `-- --prune [--older-than DAYS] [--yes]`
 """
 
@@ -108,6 +109,14 @@ def apply(session: nox.Session) -> None:
 def export(session: nox.Session) -> None:
     """Write build/work's patch commits back to patches/ and series."""
     _vpq(session, "export")
+
+
+@nox.session
+def lock_deps(session: nox.Session) -> None:
+    """Resolve the CPU deps venv of the pinned release (CPU torch, pytest,
+    vLLM's requirements/common.txt) with pip, installing nothing, into
+    cpu-deps.lock: every wheel by URL and sha256 (docs/cache.md)."""
+    _vpq(session, "lock-deps")
 
 
 @nox.session

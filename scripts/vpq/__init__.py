@@ -37,6 +37,7 @@ checks this, and that there is no cycle):
   package index beside the wheels), ``wheels.advisories`` (the security
   advisory ledger, ``advisories.toml``, held to the series);
 - ``envs``: ``envs.venv`` (CPU venvs that import a wheel),
+  ``envs.deps_lock`` (``cpu-deps.lock``: the deps venv's wheels by hash),
   ``envs.installer`` (local wheel files into a venv: uv where installed,
   else pip, the same result), ``envs.engine_env`` (the engine tier's CPU
   engines), ``envs.gpu`` (the GPU test session), ``envs.contract_run``

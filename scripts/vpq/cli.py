@@ -29,6 +29,7 @@ from vpq.core import worklock
 from vpq.core.errors import UsageError, VpqError
 from vpq.core.workspace import Workspace
 from vpq.envs import contract_run as contract
+from vpq.envs import deps_lock, venv
 from vpq.move import move_check, rebase, releases, staircase
 from vpq.source import fetch, lock, queue, series, tree
 from vpq.wheels import advisories, build, publish
@@ -98,6 +99,7 @@ def cmd_bench(ns: argparse.Namespace) -> int:
         rebase_targets=ns.rebase_target,
         with_installers=not ns.no_installers,
         with_serving=ns.serving,
+        with_cold=not ns.no_cold,
     )
     print(bench.render(cases))
     print("written to build/bench.json")
@@ -334,6 +336,16 @@ def cmd_advisories(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_lock_deps(ns: argparse.Namespace) -> int:
+    """``vpq lock-deps``: resolve the pinned release's CPU deps venv into
+    cpu-deps.lock (pip's installation report, nothing installed)."""
+    root = _root(ns)
+    pin = lock.load(root)
+    path = venv.lock_deps(root, build.common_txt(pin), pin.sdist.sha256)
+    print(f"wrote {path.name}: {len(deps_lock.load(path).wheels)} wheels for vllm {pin.version}")
+    return 0
+
+
 def cmd_fetch(ns: argparse.Namespace) -> int:
     """``vpq fetch``: the pinned files into the download cache."""
     pin = lock.load(_root(ns))
@@ -502,6 +514,12 @@ def _add_bench(sub: Subparsers) -> None:
         help="skip the installer cases (the contract's wheel venv by pip and by uv)",
     )
     bn.add_argument(
+        "--no-cold",
+        action="store_true",
+        help="skip the cold-path cases (the first build and the tests' deps venv on cold "
+        "caches, by pip and from cpu-deps.lock; minutes)",
+    )
+    bn.add_argument(
         "--serving",
         action="store_true",
         help="add the engine tier's load test: 34 requests with EAGLE-3 and without "
@@ -619,6 +637,13 @@ def _add_files(sub: Subparsers, locking: argparse.ArgumentParser) -> None:
     f = sub.add_parser("fetch", help="download the pinned files into the cache")
     f.add_argument("--platform", default="all")
     f.set_defaults(func=cmd_fetch)
+    d = sub.add_parser(
+        "lock-deps",
+        parents=[locking],
+        help="resolve the CPU deps venv of the pinned release into cpu-deps.lock "
+        "(nox -s lock_deps)",
+    )
+    d.set_defaults(func=cmd_lock_deps)
     x = sub.add_parser(
         "fixture",
         help="write the tiny Kimi-K2.5 target and EAGLE-3 drafters (Llama, MLA, EAGLE 3.1 "

@@ -54,3 +54,36 @@ def test_serving_cases_read_the_load_test_report(
         ("load: 34 requests, EAGLE-3", 30.0, 1.5),
     ]
     assert cases[0].ok and list((tmp_path / "build").iterdir()) == []
+
+
+def test_cold_cases_run_pip_then_the_lock_each_on_fresh_empty_caches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first build and the tests' deps venv, each by the old path
+    (``VPQ_DEPS_LOCK=off``) then from the lock, each on its own new, empty
+    download, pip and uv caches; the lock's ``vs_pip`` is its ratio to pip's."""
+    seen: list[tuple[str, dict[str, str]]] = []
+    seconds = iter([300.0, 90.0, 240.0, 60.0])
+
+    def fake_measure(name, args, root, *, cmd=None, env=None):  # type: ignore[no-untyped-def]
+        caches = [Path(env[v]) for v in ("VPQ_CACHE_DIR", "PIP_CACHE_DIR", "UV_CACHE_DIR")]
+        assert all(c.is_dir() and not any(c.iterdir()) for c in caches)
+        assert len(set(caches)) == 3
+        if cmd is None:
+            assert args[0] == "build"
+        else:
+            assert Path(cmd[-1]).read_bytes() == b"numpy\n"
+            assert cmd[:2] == [bench.sys.executable, "-c"]
+        seen.append((name, env["VPQ_DEPS_LOCK"]))
+        return bench.Case(name, next(seconds), 1.0, True)
+
+    monkeypatch.setattr(bench, "measure", fake_measure)
+    cases = bench.cold_cases(tmp_path, b"numpy\n")
+    assert seen == [
+        ("first vpq build, cold caches, pip", "off"),
+        ("first vpq build, cold caches, cpu-deps.lock", "on"),
+        ("the tests' deps venv, cold caches, pip", "off"),
+        ("the tests' deps venv, cold caches, cpu-deps.lock", "on"),
+    ]
+    assert [c.vs_pip for c in cases] == [1.0, 0.3, 1.0, 0.25]
+    assert list((tmp_path / "build").iterdir()) == []  # the caches are gone

@@ -45,6 +45,7 @@ def test_every_lint_needs_only_lints_listed_before_it() -> None:
         "advisories",
         "peer-tests",
         "backport-tests",
+        "deps-lock",
     ]
     assert [lint.name for lint in lints.LINTS if not lint.before_export] == ["mutation"]
 

@@ -8,8 +8,12 @@ measured in the same run on the same machine. The staircase cases
 the last answered by the verdict cache) compare with each other too. The
 installer cases (the contract check's wheel venv for upstream's wheel of
 this host, by pip and by uv in turn) compare with pip's case of the same
-round (``vs_pip``). Results go to ``build/bench.json`` and a table on stdout. Nothing here
-asserts on time.
+round (``vs_pip``). The cold-path cases (the first ``vpq build`` on a cold
+cache, and the tests' deps venv made on one: fresh ``VPQ_CACHE_DIR``,
+``PIP_CACHE_DIR`` and ``UV_CACHE_DIR`` each) run by the old pip path
+(``VPQ_DEPS_LOCK=off``) and from ``cpu-deps.lock``, the lock's ``vs_pip``
+its ratio to pip's. Results go to ``build/bench.json`` and a table on
+stdout. Nothing here asserts on time.
 """
 
 from __future__ import annotations
@@ -186,6 +190,56 @@ def installer_cases(root: Path, wheel: Path, rounds: int = 2) -> list[Case]:
     return cases
 
 
+#: A child that makes the tests' deps venv: ``python -c DEPS_ENV COMMON_TXT``.
+DEPS_ENV = (
+    "import sys; from pathlib import Path; from vpq.envs import venv; "
+    "venv.deps_env(Path(sys.argv[1]).read_bytes())"
+)
+#: The cold-path cases' two ways: the old path, then the lock.
+COLD_WAYS = (("pip", "off"), ("cpu-deps.lock", "on"))
+
+
+def _cold_caches(where: Path) -> dict[str, str]:
+    """Fresh, empty download, pip and uv caches under ``where``, as the
+    environment the tool, pip and uv honour."""
+    env = {}
+    for var, name in (("VPQ_CACHE_DIR", "vpq"), ("PIP_CACHE_DIR", "pip"), ("UV_CACHE_DIR", "uv")):
+        (where / name).mkdir(parents=True)
+        env[var] = str(where / name)
+    return env
+
+
+def cold_cases(root: Path, common_txt: bytes) -> list[Case]:
+    """The first ``vpq build`` (no ``build/work``, into a fresh out dir:
+    downloads, both wheels, the deps venv, the wheel's venv, the contract)
+    and the tests' deps venv alone (``venv.deps_env`` on ``common_txt``, as
+    tests/integration/conftest.py makes it), each on cold caches by the old
+    pip path and from ``cpu-deps.lock``; ``vs_pip``: the ratio to pip's."""
+    Workspace(root).build.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-cold-", dir=Workspace(root).build))
+    (tmp / "common.txt").write_bytes(common_txt)
+    deps = [sys.executable, "-c", DEPS_ENV, str(tmp / "common.txt")]
+    cases: list[Case] = []
+    try:
+        for what, args, cmd in (
+            ("first vpq build, cold caches", ["build", "--out", str(tmp / "dist")], None),
+            ("the tests' deps venv, cold caches", [], deps),
+        ):
+            pip = None
+            for how, mode in COLD_WAYS:
+                shutil.rmtree(Workspace(root).work, ignore_errors=True)
+                env = {**_cold_caches(tmp / "caches"), "VPQ_DEPS_LOCK": mode}
+                case = measure(f"{what}, {how}", args, root, cmd=cmd, env=env)
+                pip = pip or case
+                case.vs_pip = round(case.seconds / pip.seconds, 3) if pip.ok else None
+                cases.append(case)
+                shutil.rmtree(tmp / "caches", ignore_errors=True)
+                shutil.rmtree(tmp / "dist", ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return cases
+
+
 #: The engine tier's load case that serves the same 34 requests from two
 #: ``vllm serve`` processes, EAGLE-3 and none (tests/engine/test_server_load.py).
 LOAD_TEST = (
@@ -223,12 +277,14 @@ def run(
     rebase_targets: list[str] | None = None,
     with_installers: bool = True,
     with_serving: bool = False,
+    with_cold: bool = True,
 ) -> list[Case]:
     """All cases (``with_builds=False``: no build cases); the native
     build is the baseline for the ratios. ``rebase_targets``: the staircase
     cases' releases (default ``STAIRCASE_RELEASES``; empty: none).
     ``with_installers``: the installer cases (``installer_cases``);
-    ``with_serving``: the load test's cases (``serving_cases``)."""
+    ``with_serving``: the load test's cases (``serving_cases``);
+    ``with_cold``: the cold-path cases (``cold_cases``)."""
     pin = lock.load(root)
     out = Path(tempfile.mkdtemp(prefix="bench-", dir=Workspace(root).build))
     targets = list(STAIRCASE_RELEASES) if rebase_targets is None else rebase_targets
@@ -248,6 +304,8 @@ def run(
             cases += installer_cases(root, fetch.fetch(pin.name, art.filename, art.sha256))
         if with_serving:
             cases += serving_cases(root)
+        if with_cold:
+            cases += cold_cases(root, build.common_txt(pin))
     finally:
         shutil.rmtree(out, ignore_errors=True)
     base = next((c for c in cases if c.name.startswith(BASELINE) and c.ok), None)

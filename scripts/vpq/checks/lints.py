@@ -9,8 +9,9 @@ out of it, each patch file); ``probes.toml`` (once ``series`` is readable);
 ``mutation.toml`` (after the series and probes lints are clean);
 ``rerere/``; ``advisories.toml``, ``peer-tests.toml`` /
 ``peer-expected.toml`` and ``backport-tests.toml`` (each after a clean
-series). A lint whose file is absent reports nothing (the advisory
-ledger's lint still holds the patches' ``Advisory:`` trailers to it).
+series); ``cpu-deps.lock`` (against upstream.lock's sdist). A lint whose
+file is absent reports nothing (the advisory ledger's lint still holds
+the patches' ``Advisory:`` trailers to it).
 
 This module knows nothing about how any one lint decides, nor about git.
 """
@@ -20,7 +21,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from vpq.checks import mutation, peer_backports, peer_list
-from vpq.source import linting, probe, rerere, series
+from vpq.envs import deps_lock, venv
+from vpq.source import linting, lock, probe, rerere, series
 from vpq.source.linting import Checkout, Finding, Lint
 from vpq.wheels import advisories
 
@@ -55,6 +57,15 @@ def _peer_tests(co: Checkout) -> list[str]:
     if not (co.root / peer_list.PEER_FILE).is_file():
         return []
     return peer_list.lint(co.root, co.patches)
+
+
+def _deps_lock(co: Checkout) -> list[str]:
+    """``cpu-deps.lock`` against the tool's requirements and the pinned
+    sdist, where the checkout has both."""
+    if not (co.root / lock.LOCK_FILE).is_file():
+        return []
+    sdist = lock.load(co.root).sdist.sha256
+    return deps_lock.lint(co.root, venv.DEPS_REQUIREMENTS, sdist)
 
 
 #: Where a person fixes the series and the patches: export writes them.
@@ -93,6 +104,7 @@ LINTS: tuple[Lint, ...] = (
         peer_backports.BACKPORTS_FILE,
         needs=("series", "patches"),
     ),
+    Lint("deps-lock", _deps_lock, f"{deps_lock.LOCK_FILE} (`nox -s lock_deps`)"),
 )
 
 

@@ -13,7 +13,8 @@ already cached, by sha256) and no configuration of its own.
 Installs that resolve requirements from the package index stay on pip:
 what they get depends on pip's configuration (its index, extra indexes,
 find-links and constraints, e.g. a CPU torch on disk), and uv reads none
-of it.
+of it. The deps venv's resolution is done once, by pip, into
+``cpu-deps.lock``; its files then go in by uv too (``vpq.envs.deps_lock``).
 
 ``$VPQ_INSTALLER`` forces one: ``pip``, or ``uv`` (an error where it is
 not installed).

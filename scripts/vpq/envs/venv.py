@@ -4,7 +4,9 @@ A *deps* venv holds CPU torch 2.13.0, pytest and the pinned upstream's
 ``requirements/common.txt``; it is slow to make (a few minutes cold), so it
 is cached under ``<cache>/envs/deps-<hash>`` keyed by its inputs (the
 download cache's directory, see ``vpq.source.fetch.cache_dir``), shared by every
-checkout. A wheel is
+checkout. For the pinned release on CPython 3.11 x86_64 it is installed from
+``cpu-deps.lock`` (``vpq.envs.deps_lock``: the wheels by URL and hash, no
+resolution; the lock's hash is in the key), otherwise pip resolves. A wheel is
 then installed with ``pip install --no-deps`` into its own venv that sees
 the deps venv through a ``.pth`` file, as a serving host would install it,
 minus the CUDA stack. Used by the contract check and the tests.
@@ -23,8 +25,9 @@ from filelock import FileLock
 from vpq.core import proc, progress
 from vpq.core.errors import VpqError
 from vpq.core.files import sha256_file
-from vpq.core.proc import PYTEST  # tests/semantics run inside the wheel venvs
-from vpq.envs import installer
+from vpq.core.proc import PYTEST
+from vpq.core.workspace import Workspace  # tests/semantics run inside the wheel venvs
+from vpq.envs import deps_lock, installer
 from vpq.source import fetch
 
 TORCH_CPU = "torch==2.13.0"
@@ -69,11 +72,53 @@ def cached(dest: Path, make: Callable[[Path], object]) -> Path:
     return dest
 
 
+#: What a deps venv holds besides ``requirements/common.txt``.
+DEPS_REQUIREMENTS = (TORCH_CPU, PYTEST)
+
+
 def deps_key(common_txt: bytes) -> str:
-    """The deps venv's cache key: what it holds and the Python it runs."""
+    """The deps venv's cache key: what it holds and the Python it runs, and
+    the lock's hash where ``cpu-deps.lock`` makes it (``deps_lock.choose``)."""
+    lock, _ = deps_lock.choose(DEPS_REQUIREMENTS, common_txt)
+    locked = lock.sha256().encode() if lock else b""
     return hashlib.sha256(
-        common_txt + TORCH_CPU.encode() + PYTEST.encode() + sys.version.encode()
+        common_txt + TORCH_CPU.encode() + PYTEST.encode() + sys.version.encode() + locked
     ).hexdigest()[:12]
+
+
+def lock_deps(root: Path, common_txt: bytes, sdist_sha256: str) -> Path:
+    """Resolve the deps venv of ``common_txt`` (from the sdist
+    ``sdist_sha256``) as pip would make it, and write the result to
+    ``<root>/cpu-deps.lock``; its path. ``nox -s lock_deps``, and a move.
+
+    Raises:
+        DepsLockError: this is not the interpreter the lock covers; pip failed.
+    """
+    inputs = deps_lock.Inputs(
+        DEPS_REQUIREMENTS,
+        deps_lock.sha256_bytes(common_txt),
+        sdist_sha256,
+        deps_lock.PYTHON,
+        deps_lock.PLATFORM,
+    )
+    return deps_lock.write(root, deps_lock.resolve(inputs, common_txt, Workspace(root).build))
+
+
+def _install_deps(venv: Path, common_txt: bytes, req: Path) -> None:
+    """Install the deps into the new venv at ``venv``: the lock's wheels by
+    hash (uv where installed, else pip: ``vpq.envs.installer.chosen``), or,
+    where the lock does not apply, pip resolving ``req`` (one line says why)."""
+    py = venv / "bin" / "python"
+    lock, why = deps_lock.choose(DEPS_REQUIREMENTS, common_txt)
+    if lock is None:
+        if why:
+            print(why, file=sys.stderr)
+        req.write_bytes(common_txt)
+        _run([str(py), "-m", "pip", "install", "-q", *DEPS_REQUIREMENTS, "-r", str(req)])
+        return
+    locked = req.with_name(req.stem + "-locked.txt")
+    locked.write_text(lock.requirements_txt())
+    _run(deps_lock.install_command(py, locked, installer.chosen()))
 
 
 def deps_env(common_txt: bytes) -> Path:
@@ -86,9 +131,7 @@ def deps_env(common_txt: bytes) -> Path:
         what = f"making the CPU venv {venv} (torch, pytest, vLLM's requirements; once)"
         with progress.step(what):
             _run([sys.executable, "-m", "venv", str(venv)])
-            req.write_bytes(common_txt)
-            py = str(venv / "bin" / "python")
-            _run([py, "-m", "pip", "install", "-q", TORCH_CPU, PYTEST, "-r", str(req)])
+            _install_deps(venv, common_txt, req)
 
     def make_shared(venv: Path) -> None:
         """``make``, then share its files with the other deps venvs."""

@@ -36,7 +36,8 @@ Steps (``gbp pq rebase`` / ``gbp import-orig`` style, in ``build/work``):
      give up.
 
 4. on success, check the contract on the rebased tree, then write
-   ``patches/``, ``series`` and ``upstream.lock`` (only now), and print the
+   ``patches/``, ``series`` and ``upstream.lock`` (only now), re-resolve
+   ``cpu-deps.lock`` for the new pin where the checkout has one, and print the
    table. Absorbed patches are recorded as ``Applied-Upstream: <version>``
    in the report (``build/rebase/report-<old>-to-<new>.md``).
 
@@ -53,6 +54,7 @@ releases, are ``vpq.move.staircase``'s. It knows nothing about wheel internals.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -67,7 +69,7 @@ from vpq.core import progress
 from vpq.core.errors import VpqError
 from vpq.core.files import write_atomic
 from vpq.core.workspace import Workspace
-from vpq.envs import contract_run, probe_run
+from vpq.envs import contract_run, deps_lock, probe_run, venv
 from vpq.move import changelog, ledgers, releases, verdicts
 from vpq.move.staircase import (
     ABORT,
@@ -501,6 +503,25 @@ def _write_inputs(root: Path, repo: Path, state: State, outcomes: list[Outcome])
     return edited
 
 
+def _relock(root: Path, repo: Path, ref: str, sdist_sha256: str) -> None:
+    """Re-resolve ``cpu-deps.lock`` for the new pin (``ref``'s
+    ``requirements/common.txt``), where the checkout has one; where that
+    cannot be done here (another interpreter, no network, no such file),
+    one line says it must be (``nox -s lint`` will say so too)."""
+    if not (root / deps_lock.LOCK_FILE).is_file():
+        return
+    try:
+        common = g.git(["show", f"{ref}:requirements/common.txt"], repo).stdout
+        with progress.step(f"re-resolving {deps_lock.LOCK_FILE} for the new pin (pip)"):
+            venv.lock_deps(root, common, sdist_sha256)
+    except VpqError as exc:
+        print(
+            f"{deps_lock.LOCK_FILE} still locks the old pin ({exc}); "
+            "re-resolve it: `nox -s lock_deps`",
+            file=sys.stderr,
+        )
+
+
 def _finish(root: Path, state: State, outcomes: list[Outcome], prune: bool = False) -> Report:
     """Step 4: check the contract on the rebased tree, then write the inputs
     and the report, and report (with ``prune``: remove) the recorded
@@ -522,6 +543,7 @@ def _finish(root: Path, state: State, outcomes: list[Outcome], prune: bool = Fal
             f"{gaps}. Fix it in {repo} (branch {REBASE_BRANCH}) and `{CONTINUE}`, or `{ABORT}`."
         )
     edited = _write_inputs(root, repo, state, outcomes)
+    _relock(root, repo, state.new_ref, new.sdist.sha256)
     met = rerere.used(repo)
     stale = rerere.stale(root, met)
     if prune and stale:
