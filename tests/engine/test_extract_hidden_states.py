@@ -36,14 +36,13 @@ import numpy as np
 import pytest
 from vpq.checkpoints import fixture
 
-from tests.engine.conftest import (
+from tests.engine.cases import (
     CASE_TIMEOUT_S,
     HEAD_IDS,
     IMAGE_TOKENS,
     PROMPTS,
     Run,
     expected_tokens,
-    ok,
     run_engine,
     spec_for,
 )
@@ -53,6 +52,7 @@ from tests.engine.hidden_states_extraction import (
     extraction_args,
     read_safetensors,
 )
+from tests.support.engine_result import ok
 
 #: speculators' recipe: the head's aux ids, then the last layer's (id N).
 EXTRACT_IDS = [*HEAD_IDS, fixture.NUM_LAYERS]

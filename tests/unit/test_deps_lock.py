@@ -20,7 +20,7 @@ from vpq.envs import deps_lock, installer, venv
 from vpq.envs.deps_lock import DepsLockError
 from vpq.source import lock
 
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 
 def _tiny_wheel(where: Path, name: str, version: str, requires: str = "") -> Path:

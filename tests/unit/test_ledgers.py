@@ -21,7 +21,7 @@ from vpq.move import changelog, ledgers
 from vpq.source import lock, series
 from vpq.wheels import advisories
 
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 LEDGERS = [
     "advisories.toml",

@@ -15,7 +15,7 @@ from vpq.contract import table as contract_table
 from vpq.move import rebase
 from vpq.source import series
 
-from tests.unit.test_rebase_rerere import A, B
+from tests.unit.rerere_moves import A, B
 from tests.unit.tiny_upstream import MOD, Upstream, publish, replace_line
 
 MOD_ABSORBS_A = replace_line(
