@@ -22,15 +22,20 @@ MOD_1_1 = replace_line(
 MOD_1_2 = replace_line(MOD, "return 20\n", "return 20  # 1.1\n")
 
 
-@pytest.fixture
-def two(upstream: Upstream, monkeypatch: pytest.MonkeyPatch) -> Upstream:
-    """Patches A (f10 -> 100) and B (f20 -> 200), releases 1.1 and 1.2."""
+def commit_a_and_b(upstream: Upstream) -> None:
+    """Commit patches A (f10 -> 100) and B (f20 -> 200) onto ``upstream``."""
     upstream.commit_patch(A, {"vllm/mod.py": replace_line(MOD, "return 10\n", "return 100\n")},
                           "mod: make f10 return 100")  # fmt: skip
     both = replace_line(
         replace_line(MOD, "return 10\n", "return 100\n"), "return 20\n", "return 200\n"
     )
     upstream.commit_patch(B, {"vllm/mod.py": both}, "mod: make f20 return 200")
+
+
+@pytest.fixture
+def two(upstream: Upstream, monkeypatch: pytest.MonkeyPatch) -> Upstream:
+    """Patches A (f10 -> 100) and B (f20 -> 200), releases 1.1 and 1.2."""
+    commit_a_and_b(upstream)
     assert series.lint(upstream.root) == []
     publish(upstream, {"1.1": MOD_1_1, "1.2": MOD_1_2}, monkeypatch)
     return upstream

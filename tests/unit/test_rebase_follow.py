@@ -15,7 +15,7 @@ from vpq.contract import table as contract_table
 from vpq.move import rebase
 from vpq.source import series
 
-from tests.unit.rerere_moves import A, B
+from tests.unit.rerere_moves import A, B, commit_a_and_b
 from tests.unit.tiny_upstream import MOD, Upstream, publish, replace_line
 
 MOD_ABSORBS_A = replace_line(
@@ -28,12 +28,7 @@ CHANGELOG = "# Changelog\n\n## The pin\n\n- pinned to vLLM **1.0**.\n\n## 2026-1
 @pytest.fixture
 def ab(upstream: Upstream, monkeypatch: pytest.MonkeyPatch) -> Upstream:
     """Patches A and B, release 1.1 (absorbs A) and 1.2 (keeps both)."""
-    upstream.commit_patch(A, {"vllm/mod.py": replace_line(MOD, "return 10\n", "return 100\n")},
-                          "mod: make f10 return 100")  # fmt: skip
-    both = replace_line(
-        replace_line(MOD, "return 10\n", "return 100\n"), "return 20\n", "return 200\n"
-    )
-    upstream.commit_patch(B, {"vllm/mod.py": both}, "mod: make f20 return 200")
+    commit_a_and_b(upstream)
     publish(upstream, {"1.1": MOD_ABSORBS_A, "1.2": MOD_KEEPS_BOTH}, monkeypatch)
     return upstream
 

@@ -199,7 +199,7 @@ DEPS_ENV = (
 COLD_WAYS = (("pip", "off"), ("cpu-deps.lock", "on"))
 
 
-def _cold_caches(where: Path) -> dict[str, str]:
+def cold_caches(where: Path) -> dict[str, str]:
     """Fresh, empty download, pip and uv caches under ``where``, as the
     environment the tool, pip and uv honour."""
     env = {}
@@ -228,7 +228,7 @@ def cold_cases(root: Path, common_txt: bytes) -> list[Case]:
             pip = None
             for how, mode in COLD_WAYS:
                 shutil.rmtree(Workspace(root).work, ignore_errors=True)
-                env = {**_cold_caches(tmp / "caches"), "VPQ_DEPS_LOCK": mode}
+                env = {**cold_caches(tmp / "caches"), "VPQ_DEPS_LOCK": mode}
                 case = measure(f"{what}, {how}", args, root, cmd=cmd, env=env)
                 pip = pip or case
                 case.vs_pip = round(case.seconds / pip.seconds, 3) if pip.ok else None

@@ -33,6 +33,7 @@ from typing import Literal, cast, get_args
 
 import tomli_w
 
+from vpq.checks import bench
 from vpq.core.errors import UsageError, VpqError
 from vpq.core.files import write_atomic
 from vpq.core.progress import human_seconds
@@ -50,9 +51,6 @@ HEADER = (
 Command = Literal["build_wheel", "tests"]
 COMMANDS: tuple[Command, ...] = get_args(Command)
 Caches = Literal["cold", "warm"]
-#: What a cold run starts with empty: the tool's download and venv cache,
-#: pip's and uv's.
-CACHE_VARS = ("VPQ_CACHE_DIR", "PIP_CACHE_DIR", "UV_CACHE_DIR")
 #: pytest's last line: "=== 640 passed, 88 skipped in 2631.05s (0:43:51) ==="
 _PYTEST_SUMMARY = re.compile(r"^=+ (.*\b(?:passed|failed|error|errors)\b.*) in [\d.]+s")
 
@@ -188,7 +186,7 @@ def _env(tmp: Path, caches: Caches, python: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     env["PATH"] = os.pathsep.join([str(bin_dir), *_outside_venvs(env.get("PATH", ""))])
     if caches == "cold":
-        env.update({var: str(tmp / "caches" / var.lower()) for var in CACHE_VARS})
+        env.update(bench.cold_caches(tmp / "caches"))
     return env
 
 
