@@ -43,17 +43,25 @@ def local_head(dest: Path, dtype: torch.dtype) -> Path:
 
 @pytest.fixture
 def hub_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The model ids vLLM asks the Hub about (the call still goes through)."""
-    from vllm.transformers_utils import config as tu_config
+    """The model ids vLLM asks the Hub about (the call still goes through).
 
-    real = tu_config.get_safetensors_metadata
+    Every release from 0.17.1 to 0.33.0 asks through
+    ``try_get_safetensors_metadata``: 0.17.1's convertor holds its own
+    import of it, later ones call it from ``vllm.transformers_utils.config``
+    (the Hub function under it moved to ``hf_api()`` by 0.33.0)."""
+    from vllm.transformers_utils import config as tu_config
+    from vllm.transformers_utils import model_arch_config_convertor as convertor
+
+    real = tu_config.try_get_safetensors_metadata
     calls: list[str] = []
 
     def recorded(model: str, *args: object, **kwargs: object) -> object:
         calls.append(model)
         return real(model, *args, **kwargs)
 
-    monkeypatch.setattr(tu_config, "get_safetensors_metadata", recorded)
+    monkeypatch.setattr(tu_config, "try_get_safetensors_metadata", recorded)
+    if hasattr(convertor, "try_get_safetensors_metadata"):
+        monkeypatch.setattr(convertor, "try_get_safetensors_metadata", recorded)
     return calls
 
 

@@ -176,11 +176,15 @@ def check(root: Path, names: list[str] | None = None) -> list[Verdict]:
         BuildError, ApplyError, ProbeError, VenvError: see ``vpq.wheels.build.prepare``
             and ``vpq.envs.probe_run.run_report``.
     """
+    names = [n.removeprefix("patches/") for n in names] if names else None  # a path works too
     prep = build.prepare(root)
     by_name = {p.name: p for p in prep.patches}
     unknown = sorted(set(names or []) - set(by_name))
     if unknown:
-        raise MutationError(f"not in series: {', '.join(unknown)}")
+        raise MutationError(
+            f"not in series: {', '.join(unknown)} (name a patch as series does, "
+            "relative to patches/)"
+        )
     probes = probe.load(root)
     chosen = [probes[n] for n in (names or list(by_name)) if n in probes]
     python = contract.deps_python(prep.repo, prep.upstream_ref)
