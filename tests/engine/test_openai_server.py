@@ -19,6 +19,7 @@ from tests.engine.server import (
 )
 
 
+@pytest.mark.outside_ci  # CI: a representative subset (docs/tests.md)
 def test_unpatched_server_refuses_the_pair_at_start(
     engines: Engines, checkpoints, backend, tmp_path
 ) -> None:  # type: ignore[no-untyped-def]

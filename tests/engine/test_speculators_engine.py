@@ -15,6 +15,8 @@ Face Hub lookup of the local path (0.17.1 logged two ERROR lines for it).
 
 from __future__ import annotations
 
+import pytest
+
 from tests.engine.cases import (
     HEAD_IDS,
     NUM_SPECULATIVE_TOKENS,
@@ -47,6 +49,7 @@ def test_a_speculators_head_loads_without_a_hub_lookup(engine) -> None:
     assert "Error retrieving safetensors" not in r["log"], r["log_tail"]
 
 
+@pytest.mark.outside_ci  # CI: a representative subset (docs/tests.md)
 def test_unpatched_engine_refuses_the_speculators_head_on_kimi_k25(engine) -> None:
     r = engine(Run(SPECULATORS_HEAD, engine="control"))
     assert not r["ok"] and r["phase"] == "start", r.get("log_tail")

@@ -14,6 +14,8 @@ must (docs/known-issues.md, "Security advisories").
 
 from __future__ import annotations
 
+import pytest
+
 from tests.engine.cases import IMAGE_TOKENS, Run
 from tests.support.engine_result import ok
 
@@ -21,6 +23,7 @@ UNTRUSTED = (("trust_remote_code", False),)
 REFUSED = "Failed to load the image processor"
 
 
+@pytest.mark.outside_ci  # CI: a representative subset (docs/tests.md)
 def test_unpatched_engine_runs_the_checkpoints_remote_code_without_trust(engine) -> None:
     """The fault, on the control engine: with ``trust_remote_code=False`` it
     loads the remote image processor and serves an image request with it

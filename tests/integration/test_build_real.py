@@ -229,6 +229,7 @@ def test_upstream_from_a_git_repository_builds_the_same_patched_tree(
     )
 
 
+@pytest.mark.outside_ci  # CI: a representative subset (docs/tests.md)
 def test_dependency_metadata_resolves_as_on_a_serving_host(
     built: dict[str, build.Result], tmp_path: Path
 ) -> None:
@@ -274,6 +275,7 @@ def test_real_wheels_wheel_file_names_the_file_names_tags(built: dict[str, build
         assert msg["Build"] == wheel.BUILD_TAG and build_tag[0] == int(wheel.BUILD_TAG)
 
 
+@pytest.mark.outside_ci  # CI: a representative subset (docs/tests.md)
 def test_real_wheel_round_trips_through_wheel_unpack_and_pack(
     built: dict[str, build.Result], tmp_path: Path
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 
+import pytest
 from vpq.contract import items as contract_items
 
 from tests.support.paths import REPO_ROOT
@@ -38,6 +39,7 @@ def test_speculative_config_accepts_tiny_kimi_k25_with_eagle3_drafter(patched_pr
     assert res == {"ok": True, "value": "eagle3:LlamaForCausalLMEagle3"}, res
 
 
+@pytest.mark.outside_ci  # CI: a representative subset (docs/tests.md)
 def test_unpatched_upstream_fails_the_same_checks(upstream_probe) -> None:
     assert upstream_probe["version"] == "0.17.1"
     assert upstream_probe["manifest"]["value"] is None

@@ -55,6 +55,7 @@ MULTI_TOKEN_REPLAYS = (
 )
 
 
+@pytest.mark.outside_ci  # CI: a representative subset (docs/tests.md)
 def test_multi_token_replays_fail_on_unpatched_upstream_for_every_k_from_2(
     upstream_python, reference_sdist, tmp_path
 ) -> None:

@@ -210,6 +210,7 @@ def test_the_copied_script_reports_json_on_stdout_in_the_patched_venv(
     }
 
 
+@pytest.mark.outside_ci  # CI: a representative subset (docs/tests.md)
 def test_the_copied_script_fails_on_upstream(upstream_python, pair_dirs) -> None:
     target, hd = pair_dirs
     proc = _script(

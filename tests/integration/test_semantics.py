@@ -80,6 +80,7 @@ def summary(failures: dict[str, dict[str, str]]) -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.outside_ci  # CI: a representative subset (docs/tests.md)
 def test_every_semantic_test_fails_on_unpatched_upstream_on_its_own_check(
     patched_report, upstream_python, upstream_0_18_1_deepseek, upstream_0_23_0_deepseek_eagle3
 ) -> None:
