@@ -163,3 +163,19 @@ def test_no_function_runs_over_60_lines() -> None:
         if (n := (fn.end_lineno or fn.lineno) - fn.lineno + 1) > MAX_LINES
     ]
     assert long == []
+
+
+def test_tarfile_comes_from_vpq_core_compat() -> None:
+    """Extraction filters (``filter="data"``) need CPython 3.11.4, and
+    Debian 12's stock ``python3`` is 3.11.2: every module but ``compat``
+    takes ``tarfile`` from ``vpq.core.compat`` (a stdlib ``import tarfile``
+    failed the peer tests there with ``unexpected keyword argument
+    'filter'``)."""
+    compat = PACKAGE / "core" / "compat.py"
+    stdlib = []
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if path != compat and "tarfile" in names:
+                stdlib.append(str(path.relative_to(REPO_ROOT)))
+    assert stdlib == []

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import tarfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from vpq.checkpoints import fixture
 from vpq.core import proc
+from vpq.core.compat import tarfile
 from vpq.core.errors import VpqError
 from vpq.envs import engine_env
 from vpq.envs.venv import cached, envs_dir

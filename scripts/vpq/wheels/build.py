@@ -18,7 +18,6 @@ import inspect
 import json
 import platform as host
 import shutil
-import tarfile
 import tempfile
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +28,7 @@ from typing import NamedTuple
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from vpq.contract.items import manifest_claims
+from vpq.core.compat import tarfile
 from vpq.core.errors import VpqError
 from vpq.core.files import write_atomic
 from vpq.core.workspace import Workspace
@@ -405,7 +405,8 @@ def common_txt(pin: lock.Lock) -> bytes:
             if member.name.endswith("/requirements/common.txt") and member.name.count("/") == 2:
                 data = tar.extractfile(member)
                 if data is not None:
-                    return data.read()
+                    text: bytes = data.read()
+                    return text
     raise BuildError(f"{sdist.name} has no requirements/common.txt")
 
 

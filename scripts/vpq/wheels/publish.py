@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import html
 import json
-import tarfile
 import urllib.parse
 import zipfile
 from collections.abc import Sequence
@@ -43,6 +42,7 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
+from vpq.core.compat import tarfile
 from vpq.core.errors import VpqError
 from vpq.core.files import sha256_file, write_atomic
 from vpq.core.workspace import Workspace
