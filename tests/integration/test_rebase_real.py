@@ -96,6 +96,7 @@ def resolve_allowlist_conflict(root: Path) -> None:
     g.git(["add", SPECULATIVE], work)
 
 
+@pytest.mark.outside_ci  # CI: the staircase judges the same series at 0.33.0
 def test_0_17_1_to_0_18_1_absorbs_every_eagle3_patch_and_keeps_the_parser_patches(
     root: Path,
 ) -> None:
