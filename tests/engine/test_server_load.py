@@ -61,11 +61,6 @@ DEATH_TIMEOUT_S = 120
 ABORT_STREAMS, ABORT_QUEUED = 6, 10
 #: An EngineCore failure in the server log (the engine core process's lines).
 ENGINE_ERROR = re.compile(r"\(EngineCore\S* pid=\d+\) ERROR|EngineDeadError")
-#: xgrammar refusing a token the scheduler hands the grammar after a
-#: speculative step: seen now and then under this load with EAGLE-3 and a
-#: tool call (never without speculation), the answers still equal to the
-#: run without it; open upstream (docs/known-issues.md, "Load and faults").
-KNOWN_FSM_ERROR = re.compile(r"ERROR .*backend_xgrammar\.py:\d+\] Failed to advance FSM")
 
 
 def _openai() -> Any:
@@ -347,21 +342,14 @@ def test_max_tokens_null_on_completions_is_answered(loaded) -> None:
     assert status == 200, text
 
 
-def test_no_engine_core_error_in_the_log(loaded, tier_summary) -> None:  # type: ignore[no-untyped-def]
+def test_no_engine_core_error_in_the_log(loaded) -> None:  # type: ignore[no-untyped-def]
     """After the load, the aborts and the bad requests: EngineCore never
-    logged an error (bad requests are refused in the API server) but the
-    known upstream one, which is counted in the tier's summary."""
+    logged an error (bad requests are refused in the API server). Before
+    ``structured_output-check-drafts-after-a-reasoning-end-inside-the.patch``
+    it now and then logged xgrammar's "Failed to advance FSM" for a draft
+    after ``</think>`` (docs/known-issues.md, "Load and faults")."""
     errors = [ln for ln in loaded["log"].read_text().splitlines() if ENGINE_ERROR.search(ln)]
-    fsm = [ln for ln in errors if KNOWN_FSM_ERROR.search(ln)]
-    tier_summary["load: EngineCore errors"] = {
-        "ok": True,
-        "phase": "log",
-        "seconds": 0.0,
-        "peak_rss_mib": 0,
-        "shims": [f"known upstream 'Failed to advance FSM' lines: {len(fsm)}"],
-    }
-    unknown = [ln for ln in errors if ln not in fsm]
-    assert unknown == [], "\n".join(unknown[:40])
+    assert errors == [], "\n".join(errors[:40])
 
 
 def _pid_of(log: Path, name: str) -> int | None:

@@ -6,7 +6,9 @@ parser, structured output and speculative decoding, 0.17.1 left every row of
 the step that holds the marker unconstrained, and never fed the tokens after
 the marker to the grammar. The engine tier's
 ``test_structured_output_after_reasoning_is_lossless`` shows the effect on a
-real engine; here the manager is driven directly, with a reasoner that ends
+real engine, and ``structured_output-check-drafts-after-a-reasoning-end-
+inside-the-window.patch`` (vllm PR #48200, 0.32.0) checks the drafts after
+an in-window marker against the grammar; here the manager is driven directly, with a reasoner that ends
 at token ``END`` and a grammar that records what it is asked.
 """
 
@@ -42,6 +44,13 @@ class RecordingGrammar:
             return False
         self.accepted += tokens
         return True
+
+    def validate_tokens(self, tokens: list[int]) -> list[int]:
+        want = [OPEN, CLOSE][len(self.accepted) :]
+        n = 0
+        while n < min(len(tokens), len(want)) and tokens[n] == want[n]:
+            n += 1
+        return tokens[:n]
 
     def rollback(self, n: int) -> None:
         del self.accepted[len(self.accepted) - n :]
@@ -130,3 +139,37 @@ def test_tokens_after_the_marker_in_the_same_step_advance_the_grammar() -> None:
     _advance_step(_manager(), request, step)
     assert grammar.accepted == [OPEN], "the step's tokens after </think> did not reach the grammar"
     assert request.structured_output_request.reasoning_ended
+
+
+def _drafts_kept(request: SimpleNamespace, drafts: list[int]) -> list[int]:
+    """The drafts the scheduler keeps for ``request`` (``update_draft_token_ids``,
+    the synchronous path; the asynchronous one pads the cut drafts with -1)."""
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    request.is_finished = lambda: False
+    request.is_prefill_chunk = False
+    request.spec_token_ids = []
+    scheduler = SimpleNamespace(requests={"r": request}, structured_output_manager=_manager())
+    Scheduler.update_draft_token_ids(  # type: ignore[arg-type]
+        scheduler, SimpleNamespace(req_ids=["r"], draft_token_ids=[list(drafts)])
+    )
+    return list(request.spec_token_ids)
+
+
+def test_drafts_after_the_marker_in_the_window_are_checked_against_the_grammar() -> None:
+    """Drafts ``</think> { {``: the second ``{`` breaks the grammar. 0.17.1
+    (and the 0.27.0 form) kept all three, so grammar_bitmask met a draft the
+    grammar rejects and xgrammar logged "Failed to advance FSM"; the drafts
+    after the marker must be cut at the first invalid one."""
+    grammar = RecordingGrammar()
+    request = _request([659], grammar)  # reasoned "ok"
+    assert _drafts_kept(request, [END, OPEN, OPEN]) == [END, OPEN]
+    assert _drafts_kept(request, [659, END, CLOSE]) == [659, END]
+    assert grammar.accepted == []  # checking did not advance the grammar
+
+
+def test_drafts_before_the_marker_are_not_checked() -> None:
+    """Reasoning drafts are not grammar content: all of them stay."""
+    grammar = RecordingGrammar()
+    request = _request([659], grammar)
+    assert _drafts_kept(request, [659, 659, 659]) == [659, 659, 659]
