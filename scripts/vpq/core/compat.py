@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import tarfile as _stdlib_tarfile
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 
 def _tarfile() -> ModuleType:
@@ -22,4 +23,8 @@ def _tarfile() -> ModuleType:
     return importlib.import_module("backports.tarfile")
 
 
-tarfile: ModuleType = _tarfile()
+if TYPE_CHECKING:
+    # Both modules have the same API; callers are typed against the stdlib's.
+    tarfile = _stdlib_tarfile
+else:
+    tarfile = _tarfile()

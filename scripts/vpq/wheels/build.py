@@ -405,8 +405,7 @@ def common_txt(pin: lock.Lock) -> bytes:
             if member.name.endswith("/requirements/common.txt") and member.name.count("/") == 2:
                 data = tar.extractfile(member)
                 if data is not None:
-                    text: bytes = data.read()
-                    return text
+                    return data.read()
     raise BuildError(f"{sdist.name} has no requirements/common.txt")
 
 
