@@ -241,7 +241,7 @@ def unit(session: nox.Session) -> None:
 @nox.session
 def outside_ci(session: nox.Session) -> None:
     """Outside CI: the cases marked ``outside_ci``, whole: the staircase test
-    on every release (CI: 0.33.0 alone), vLLM's setuptools build as a
+    on its five releases (CI: 0.33.0 alone), vLLM's setuptools build as a
     second backend, PP=2 x TP=2 on the engine tier."""
     _install(session, *TEST_DEPS, *FLEET_TEST_DEPS)
     args = session.posargs or ["tests"]
