@@ -7,9 +7,10 @@ the step that holds the marker unconstrained, and never fed the tokens after
 the marker to the grammar. The engine tier's
 ``test_structured_output_after_reasoning_is_lossless`` shows the effect on a
 real engine, and ``structured_output-check-drafts-after-a-reasoning-end-
-inside-the-window.patch`` (vllm PR #48200, 0.32.0) checks the drafts after
-an in-window marker against the grammar; here the manager is driven directly, with a reasoner that ends
-at token ``END`` and a grammar that records what it is asked.
+inside-the.patch`` (vllm PR #48200, 0.32.0) checks the drafts after an
+in-window marker against the grammar. Here the manager and the scheduler
+are driven directly, with a reasoner that ends at token ``END`` and a
+grammar that records what it is asked.
 """
 
 from __future__ import annotations
