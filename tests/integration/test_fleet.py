@@ -104,6 +104,7 @@ def _is_install(step: object) -> bool:
     return getattr(step, "cmd", "").upper() == "RUN" and bool(getattr(step, "flags", ()))
 
 
+@pytest.mark.outside_ci  # CI: a representative subset (docs/tests.md)
 def test_recipe_turns_the_upstream_image_into_one_that_passes_verify_install(
     published: Path, deps_venv: Path, upstream_wheel: Path, tmp_path: Path
 ) -> None:
