@@ -21,9 +21,10 @@ returned ``[n, 1, 1]`` draft ids), and in the connector's
 ``build_connector_meta`` (``assert new_block_ids is not None``) as soon as a
 running request was scheduled without a new block (a decode step, a later
 prefill chunk); ``extract_hidden_states-serve-synchronous-scheduling-and-
-later-ste.patch`` carries 0.18.0's fixes. As in 0.18.0, a later prefill chunk
-that needs no new block is not written to the file (docs/known-issues.md), so
-every prompt here is prefilled in one step.
+later-ste.patch`` carries 0.20.0's proposer and 0.18.0's connector fix. As
+upstream through 0.23.0, a later prefill chunk that needs no new block is
+not written to the file (docs/known-issues.md), so every prompt here is
+prefilled in one step.
 
 The states in the files are compared with ``ScriptedTarget``, a float32
 numpy forward of the checkpoint's own weights that runs no vLLM.
@@ -84,14 +85,15 @@ def _spec(checkpoints: Any, backend: str, storage: Path, sync: bool) -> dict[str
     else:
         run = Run(None, images=1, env=(("VPQ_ENGINE_CPU_ASYNC_SCHEDULING", "1"),))
     spec = spec_for(run, checkpoints, backend)
-    spec["engine_args"] |= {"max_num_batched_tokens": BATCHED_TOKENS}
     if sync:  # docs/install.md's flag: a prompt is never split into chunks (the
         # budget then holds a whole prompt of max_model_len)
-        spec["engine_args"] |= {
+        batching = {
             "enable_chunked_prefill": False,
             "max_num_batched_tokens": spec["max_model_len"],
         }
-    spec["engine_args"] |= extraction_args(EXTRACT_IDS, storage)
+    else:
+        batching = {"max_num_batched_tokens": BATCHED_TOKENS}
+    spec["engine_args"] |= batching | extraction_args(EXTRACT_IDS, storage)
     for batch in spec["batches"]:
         batch["max_tokens"] = SYNC_MAX_TOKENS if sync else 1
     return spec
@@ -227,9 +229,10 @@ def test_synchronous_extraction_past_the_first_token(
     first step (the proposer's ``[n, 1, 1]`` draft ids in the copy to the
     CPU) and, past it, at the second: a decode step that needs no new block
     failed the connector's ``assert new_block_ids is not None``
-    (``extract_hidden_states-serve-synchronous-scheduling-and-later-ste.patch``,
-    vllm PR #37013, 0.18.0). Outputs are the oracle's two tokens and each
-    file holds the target's states for its prompt."""
+    (``extract_hidden_states-serve-synchronous-scheduling-and-later-ste.patch``:
+    0.20.0's proposer, vllm PR #37013 of 0.18.0 for the connector). Outputs
+    are the oracle's two tokens and each file holds the target's states for
+    its prompt."""
     # the harness's premise: no prompt's second step crosses a KV block
     for block in BLOCK_SIZES:
         assert all(len(p) // block == (len(p) + 2) // block for p in PROMPTS), block
