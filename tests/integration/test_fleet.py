@@ -109,7 +109,7 @@ def test_recipe_turns_the_upstream_image_into_one_that_passes_verify_install(
     published: Path, deps_venv: Path, upstream_wheel: Path, tmp_path: Path
 ) -> None:
     # the image: upstream's wheel installed over its dependencies
-    python = envs.wheel_env(tmp_path / "image", deps_venv, upstream_wheel)
+    python = envs.wheel_env(tmp_path / "image", deps_venv, upstream_wheel, pip=True)
     recipe = Recipe(
         CONTAINERFILE,
         context=tmp_path / "context",

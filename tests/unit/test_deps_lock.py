@@ -143,7 +143,7 @@ def test_the_install_command_is_uv_where_given_else_the_venv_s_pip() -> None:
     for cmd in (pip, uv):
         assert {"--no-deps", "--require-hashes"} <= set(cmd)
         assert cmd[-2:] == ["-r", "/c/locked.txt"]
-    assert "--compile-bytecode" in uv  # pip writes bytecode by default
+    assert "--no-compile" in pip and "--compile-bytecode" not in uv  # neither writes bytecode
 
 
 def test_a_report_entry_that_is_no_wheel_or_has_no_sha256_is_named() -> None:

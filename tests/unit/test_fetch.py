@@ -133,3 +133,15 @@ def test_the_index_is_vpqs_then_pips_then_pypis(monkeypatch) -> None:  # type: i
     assert fetch.index_url() == "https://mirror.example/simple/"
     monkeypatch.setenv("VPQ_INDEX_URL", "file:///srv/index/")
     assert fetch.index_url() == "file:///srv/index/"
+
+
+def test_a_download_cut_off_earlier_leaves_no_part_file_behind(index: str) -> None:
+    """``vpq build`` prefetches the release wheels in a daemon thread; a
+    command that fails first exits mid-download, leaving a ``.part`` file.
+    The next download of that file removes it."""
+    folder = fetch.cached_path("demo-1.0.tar.gz", GOOD_SHA).parent
+    folder.mkdir(parents=True)
+    (folder / "tmpcutoff.part").write_bytes(b"half")
+    path = fetch.fetch("demo", "demo-1.0.tar.gz", GOOD_SHA)
+    assert path.read_bytes() == PAYLOAD
+    assert sorted(p.name for p in folder.iterdir()) == ["demo-1.0.tar.gz", "demo-1.0.tar.gz.lock"]

@@ -6,8 +6,8 @@ base venv)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -46,7 +46,8 @@ def test_uv_is_used_where_installed_offline_and_without_a_cache_of_its_own(
     monkeypatch.setattr(installer, "uv_bin", lambda: "/opt/uv")
     cmd = installer.command(Path("/v/bin/python"), [Path("/c/a.whl"), Path("/c/b.whl")])
     assert cmd[:3] == ["/opt/uv", "pip", "install"]
-    assert {"--offline", "--no-config", "--no-cache", "--compile-bytecode", "--no-deps"} <= set(cmd)
+    assert {"--offline", "--no-config", "--no-cache", "--no-deps"} <= set(cmd)
+    assert "--compile-bytecode" not in cmd  # pip is told --no-compile
     assert cmd[cmd.index("--python") + 1] == "/v/bin/python"
     assert cmd[-2:] == ["/c/a.whl", "/c/b.whl"]
 
@@ -56,6 +57,7 @@ def _installed(python: Path) -> dict[str, object]:
     version, which installer put vllm there, and every file under
     site-packages (``__pycache__`` included) less the installers' bookkeeping."""
     probe = (
+        "import sys; sys.dont_write_bytecode = True\n"
         "import importlib.metadata as md, json, pathlib, sysconfig\n"
         "site = pathlib.Path(sysconfig.get_path('purelib'))\n"
         "print(json.dumps({'dists': sorted([d.metadata['Name'], d.version] "
@@ -72,8 +74,9 @@ def _installed(python: Path) -> dict[str, object]:
 
 def test_uv_and_pip_install_the_same_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``venv.wheel_env`` with each installer on the same wheel: the same
-    distributions (pip from ensurepip, the wheel), the same files, bytecode
-    included; only ``INSTALLER`` says which one ran."""
+    distributions (ensurepip's, asked for in both, and the wheel) and files,
+    no bytecode from either (Python writes it on first import); only
+    ``INSTALLER`` says which one ran."""
     if installer.uv_bin() is None:
         pytest.skip("uv is not installed in this Python (a test dependency: noxfile.py)")
     wheel = tmp_path / "vllm-1.0-cp38-abi3-linux_x86_64.whl"
@@ -83,9 +86,27 @@ def test_uv_and_pip_install_the_same_set(tmp_path: Path, monkeypatch: pytest.Mon
     got = {}
     for name in ("pip", "uv"):
         monkeypatch.setenv("VPQ_INSTALLER", name)
-        got[name] = _installed(venv.wheel_env(tmp_path / name, tmp_path / "deps", wheel))
+        got[name] = _installed(venv.wheel_env(tmp_path / name, tmp_path / "deps", wheel, pip=True))
     assert got["pip"].pop("installer") == "pip" and got["uv"].pop("installer") == "uv"
     assert got["uv"] == got["pip"]
     assert ["vllm", "1.0"] in got["pip"]["dists"]  # type: ignore[operator]
-    pyc = f"vllm/__pycache__/mod.{sys.implementation.cache_tag}.pyc"
-    assert pyc in got["pip"]["files"]  # type: ignore[operator]
+    assert "vllm/mod.py" in got["pip"]["files"]  # type: ignore[operator]
+    assert not [f for f in got["pip"]["files"] if f.startswith("vllm/__pycache__/")]  # type: ignore[attr-defined]
+
+
+def test_the_venv_writes_bytecode_on_first_import_even_where_told_not_to(
+    tmp_path: Path,
+) -> None:
+    """No installer writes bytecode, so the venv's Python must: with
+    ``PYTHONDONTWRITEBYTECODE=1`` (set on our machines) every start would
+    otherwise compile torch and vLLM again."""
+    wheel = tmp_path / "vllm-1.0-cp38-abi3-linux_x86_64.whl"
+    _wheel(wheel)
+    deps_site = tmp_path / "deps" / "lib" / "python3.11" / "site-packages"
+    deps_site.mkdir(parents=True)
+    python = venv.wheel_env(tmp_path / "w", tmp_path / "deps", wheel)
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run([str(python), "-c", "import vllm.mod"], env=env, capture_output=True)
+    assert done.returncode == 0, done.stderr
+    site = python.parents[1] / "lib"
+    assert list(site.glob("python3*/site-packages/vllm/__pycache__/mod.*.pyc"))

@@ -36,6 +36,7 @@ def test_pre_commit_hooks_pin_what_the_lint_group_pins() -> None:
 
 
 def test_the_mypy_hook_sees_the_tools_dependencies() -> None:
-    deps = _pyproject()["project"]["dependencies"]
+    project = _pyproject()["project"]
+    deps = [*project["dependencies"], *sum(project["optional-dependencies"].values(), [])]
     unmarked = {d for d in deps if ";" not in d}
     assert unmarked <= _hook_requirements(), unmarked - _hook_requirements()

@@ -5,10 +5,12 @@ tests/integration/test_backends.py and ``nox -s bench``.)"""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import zipfile
 from pathlib import Path
 
+import pytest
 from vpq.core.files import record_hash
 from vpq.wheels import audit, native, wheel
 
@@ -61,3 +63,16 @@ def test_finish_adds_manifest_and_upstream_version_file_and_retags(
     with zipfile.ZipFile(upstream.wheel) as up:
         outside = [n for n in up.namelist() if ".dist-info/" not in n]
     assert audit.compare_backends(built.path, overlay.path) == len(outside)
+
+
+def test_a_missing_build_tool_is_named_before_any_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default build_wheel session leaves pypa's build and wheel out
+    (pyproject.toml's ``native`` extra); asking for this backend without
+    them is refused in one sentence that says how to get them."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "build" else real(name, *a)
+    )
+    said = r"build and wheel, and build is not installed here: run it as `nox -s build_wheel"
+    with pytest.raises(native.NativeBuildError, match=said):
+        native.require_tools()

@@ -216,7 +216,7 @@ def for_wheel(
     t0 = time.monotonic()
     common = common_txt()
     print(first_time_plan(common, wheel_sha256 or sha256_file(wheel_path)), file=sys.stderr)
-    python = venv.cached_wheel_env(venv.deps_env(common), wheel_path)
+    python = venv.wheel_over_deps(common, wheel_path)
     with progress.step(f"checking the EAGLE-3 contract: importing {wheel_path.name} on CPU"):
         table = check(python, items, modules=modules)
     write_atomic(cached, json.dumps(table.to_json()).encode())

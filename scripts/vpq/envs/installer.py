@@ -6,9 +6,10 @@ or files ``vpq.source.fetch`` took from the hash-checked download cache) with
 ``--no-deps`` go through here: nothing is resolved, so both installers put
 exactly the same distributions and files into the venv (uv adds its own
 bookkeeping file, ``uv_cache.json``, to the dist-info; ``INSTALLER`` names
-the installer). uv is asked for the bytecode pip writes
-(``--compile-bytecode``), offline, with no cache of its own (the files are
-already cached, by sha256) and no configuration of its own.
+the installer). Neither writes bytecode (pip is told ``--no-compile``, uv
+writes none unasked): Python writes it for what is imported, on first
+import. uv runs offline, with no cache of its own (the files are already
+cached, by sha256) and no configuration of its own.
 
 Installs that resolve requirements from the package index stay on pip:
 what they get depends on pip's configuration (its index, extra indexes,
@@ -70,8 +71,8 @@ def command(python: Path, files: Sequence[Path]) -> list[str]:
     paths = [str(f) for f in files]
     uv = chosen()
     if uv is None:
-        return [str(python), "-m", "pip", "install", "-q", "--no-deps", *paths]
-    flags = ["--offline", "--no-config", "--no-cache", "--compile-bytecode"]
+        return [str(python), "-m", "pip", "install", "-q", "--no-compile", "--no-deps", *paths]
+    flags = ["--offline", "--no-config", "--no-cache"]
     return [uv, "pip", "install", "-q", *flags, "--python", str(python), "--no-deps", *paths]
 
 

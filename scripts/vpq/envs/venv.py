@@ -18,6 +18,7 @@ import hashlib
 import shutil
 import sys
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from filelock import FileLock
@@ -46,6 +47,16 @@ def _site_packages(venv: Path) -> Path:
     if len(found) != 1:
         raise VenvError(f"{venv}: expected one lib/python3*/site-packages, found {len(found)}")
     return found[0]
+
+
+def _deps_site(deps: Path) -> Path:
+    """The deps venv's site-packages; where it is still being made
+    (``wheel_over_deps``), where this Python's ``venv`` puts it."""
+    found = sorted(deps.glob("lib/python3*/site-packages"))
+    if len(found) == 1:
+        return found[0]
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    return deps / "lib" / version / "site-packages"
 
 
 def envs_dir() -> Path:
@@ -104,21 +115,42 @@ def lock_deps(root: Path, common_txt: bytes, sdist_sha256: str) -> Path:
     return deps_lock.write(root, deps_lock.resolve(inputs, common_txt, Workspace(root).build))
 
 
-def _install_deps(venv: Path, common_txt: bytes, req: Path) -> None:
-    """Install the deps into the new venv at ``venv``: the lock's wheels by
-    hash (uv where installed, else pip: ``vpq.envs.installer.chosen``), or,
-    where the lock does not apply, pip resolving ``req`` (one line says why)."""
-    py = venv / "bin" / "python"
+#: A ``.pth`` line: this venv's Python writes bytecode on import even where
+#: ``PYTHONDONTWRITEBYTECODE`` is set (it is on our machines). The venvs are
+#: installed without bytecode, so without it every start would compile torch
+#: and vLLM again: 34 s instead of 14 s for the contract's imports here.
+BYTECODE_PTH = "import sys; sys.dont_write_bytecode = False\n"
+
+
+def new_venv(dest: Path, *, pip: bool) -> Path:
+    """A new venv at ``dest`` by this Python's ``venv`` module that writes
+    bytecode on first import (``BYTECODE_PTH``); its python. With ``pip``
+    only where pip is to install into it: ensurepip takes seconds, and uv
+    needs no pip in the venv."""
+    _run([sys.executable, "-m", "venv", *([] if pip else ["--without-pip"]), str(dest)])
+    (_site_packages(dest) / "_vpq_bytecode.pth").write_text(BYTECODE_PTH)
+    return dest / "bin" / "python"
+
+
+def _make_deps(venv: Path, common_txt: bytes, req: Path) -> None:
+    """Make the deps venv at ``venv``: the lock's wheels by hash (uv where
+    installed, else pip: ``vpq.envs.installer.chosen``), or, where the lock
+    does not apply, pip resolving ``req`` (one line says why). Neither
+    writes bytecode: the venv's Python writes it for what is imported, on
+    first import (``new_venv``, docs/cache.md)."""
     lock, why = deps_lock.choose(DEPS_REQUIREMENTS, common_txt)
+    uv = installer.chosen() if lock is not None else None
+    py = new_venv(venv, pip=uv is None)
     if lock is None:
         if why:
             print(why, file=sys.stderr)
         req.write_bytes(common_txt)
-        _run([str(py), "-m", "pip", "install", "-q", *DEPS_REQUIREMENTS, "-r", str(req)])
+        pip = [str(py), "-m", "pip", "install", "-q", "--no-compile"]
+        _run([*pip, *DEPS_REQUIREMENTS, "-r", str(req)])
         return
     locked = req.with_name(req.stem + "-locked.txt")
     locked.write_text(lock.requirements_txt())
-    _run(deps_lock.install_command(py, locked, installer.chosen()))
+    _run(deps_lock.install_command(py, locked, uv))
 
 
 def deps_env(common_txt: bytes) -> Path:
@@ -130,8 +162,7 @@ def deps_env(common_txt: bytes) -> Path:
         """Create the deps venv at ``venv``: CPU torch, pytest, ``common.txt``."""
         what = f"making the CPU venv {venv} (torch, pytest, vLLM's requirements; once)"
         with progress.step(what):
-            _run([sys.executable, "-m", "venv", str(venv)])
-            _install_deps(venv, common_txt, req)
+            _make_deps(venv, common_txt, req)
 
     def make_shared(venv: Path) -> None:
         """``make``, then share its files with the other deps venvs."""
@@ -139,6 +170,19 @@ def deps_env(common_txt: bytes) -> Path:
         share_identical_files(venv)
 
     return cached(envs_dir() / f"deps-{key}", make_shared)
+
+
+def wheel_over_deps(common_txt: bytes, wheel: Path) -> Path:
+    """The python of ``cached_wheel_env`` for ``wheel`` over ``deps_env``
+    for ``common_txt``, the two made side by side where neither is cached:
+    the wheel's venv needs only the deps venv's path, and the deps venv's
+    install waits on the network more than on the CPU."""
+    deps = envs_dir() / f"deps-{deps_key(common_txt)}"
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        made = pool.submit(deps_env, common_txt)
+        python = cached_wheel_env(deps, wheel)
+        made.result()
+    return python
 
 
 def share_identical_files(venv: Path) -> None:
@@ -150,7 +194,8 @@ def share_identical_files(venv: Path) -> None:
     same packages: about 2 GiB of its 2.6 GiB are bytes another venv already
     has, so the staircase's one venv per release fits on a normal disk. The
     venvs are never written in place after they are made (pip replaces
-    files, it does not rewrite them), so sharing is safe.
+    files, it does not rewrite them; the bytecode Python writes on import
+    goes to a new file, renamed into place), so sharing is safe.
     """
     tool = shutil.which("hardlink")
     others = sorted(
@@ -162,10 +207,11 @@ def share_identical_files(venv: Path) -> None:
         _run(cmd + [str(venv), str(others[-1])])
 
 
-def wheel_env(dest: Path, deps: Path, wheel: Path) -> Path:
+def wheel_env(dest: Path, deps: Path, wheel: Path, *, pip: bool = False) -> Path:
     """A fresh venv at ``dest`` with ``wheel`` installed (``--no-deps``; by
     uv where it is installed, else pip: ``vpq.envs.installer``), seeing the deps
-    venv's packages through a ``.pth`` file. Returns its python.
+    venv's packages through a ``.pth`` file. Returns its python. It has pip
+    where pip installed the wheel, or where ``pip`` asks for it.
 
     Raises:
         VenvError: venv creation or the install failed.
@@ -173,11 +219,10 @@ def wheel_env(dest: Path, deps: Path, wheel: Path) -> Path:
     if dest.exists():
         shutil.rmtree(dest)
     with progress.step(f"installing {wheel.name} into the venv {dest}"):
-        _run([sys.executable, "-m", "venv", str(dest)])
+        py = new_venv(dest, pip=pip or installer.chosen() is None)
         (_site_packages(dest) / "_vpq_deps.pth").write_text(
-            f"import site; site.addsitedir({str(_site_packages(deps))!r})\n"
+            f"import site; site.addsitedir({str(_deps_site(deps))!r})\n"
         )
-        py = dest / "bin" / "python"
         installer.install_files(py, [wheel], VenvError)  # uv where installed, else pip
     return py
 

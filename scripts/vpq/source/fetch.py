@@ -158,6 +158,8 @@ def _download(entry: IndexFile, dest: Path, sha256: str) -> None:
         FetchError: the download failed, or its sha256 differs from the pin.
     """
     filename = entry.filename
+    for stale in dest.parent.glob("*.part"):  # a download cut off (we hold its lock)
+        stale.unlink(missing_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=dest.parent, suffix=".part")
     tmp = Path(tmp_name)
     h = hashlib.sha256()

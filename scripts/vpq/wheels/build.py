@@ -19,6 +19,7 @@ import json
 import platform as host
 import shutil
 import tempfile
+import threading
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -208,6 +209,27 @@ def platforms_for(pin: lock.Lock, choice: str) -> list[str]:
     return [choice]
 
 
+def prefetch(pin: lock.Lock, choice: str) -> None:
+    """Start downloading the pinned release wheels of ``choice``'s platforms
+    in the background, so the network works while ``prepare`` imports the
+    sdist and applies the series (CPU). ``_build_one`` fetches them again:
+    it waits on the same file lock and, on a failed download, raises that
+    error itself. A daemon thread: an error in ``prepare`` does not wait for
+    800 MB (a download cut off leaves a ``.part`` file that the next
+    download of that file removes)."""
+
+    def fetch_all() -> None:
+        """Download each platform's wheel; errors are the build's to raise."""
+        for plat in platforms_for(pin, choice):
+            pinned = pin.wheel(plat)
+            try:
+                fetch.fetch(pin.name, pinned.filename, pinned.sha256)
+            except VpqError:
+                return
+
+    threading.Thread(target=fetch_all, name="vpq-prefetch", daemon=True).start()
+
+
 def _check_buildable(prep: Prepared, plats: list[str], backend: str, precompiled: bool) -> None:
     """Refuse what this backend cannot build.
 
@@ -230,6 +252,8 @@ def _check_buildable(prep: Prepared, plats: list[str], backend: str, precompiled
             f"--backend setuptools builds for this host's platform only ({host_platform()}); "
             f"pass --platform {host_platform()}"
         )
+    if backend == "setuptools":
+        native.require_tools()
 
 
 def _build_one(prep: Prepared, plat: str, staging: Path, backend: str, precompiled: bool) -> Result:

@@ -23,6 +23,7 @@ This backend needs a CUDA torch 2.10 in the isolated build environment
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import sys
@@ -38,6 +39,26 @@ from vpq.wheels import wheel
 
 class NativeBuildError(VpqError):
     """vLLM's own build failed."""
+
+
+#: The Python packages this backend runs (pyproject.toml's ``native`` extra).
+TOOLS = ("build", "wheel")
+
+
+def require_tools() -> None:
+    """Refuse before any work where pypa's ``build`` or ``wheel`` is missing.
+
+    Raises:
+        NativeBuildError: naming the missing packages and how to get them.
+    """
+    missing = [t for t in TOOLS if importlib.util.find_spec(t) is None]
+    if missing:
+        raise NativeBuildError(
+            "--backend setuptools runs the Python packages build and wheel, and "
+            f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed "
+            "here: run it as `nox -s build_wheel -- --backend setuptools`, which installs "
+            "them (pyproject.toml's `native` extra)"
+        )
 
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
