@@ -180,3 +180,15 @@ def cpu_awq_config(group_size: int) -> object:
             }
         )
     pytest.skip("this vLLM has no AWQ config that quantizes an lm_head on CPU")
+
+
+def kimi_k25_wrapper(language_model):  # type: ignore[no-untyped-def]
+    """The Kimi-K2.5 wrapper around a real language model. Its own __init__
+    builds the MoonViT tower, which needs a GPU platform; the methods under
+    test are the shipped ones."""
+    from vllm.model_executor.models.kimi_k25 import KimiK25ForConditionalGeneration
+
+    kimi = KimiK25ForConditionalGeneration.__new__(KimiK25ForConditionalGeneration)
+    torch.nn.Module.__init__(kimi)
+    kimi.language_model = language_model
+    return kimi

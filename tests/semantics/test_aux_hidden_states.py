@@ -164,16 +164,6 @@ def test_pp_first_rank_passes_intermediate_tensors_on_unchanged(make_model, pp_r
     torch.testing.assert_close(out["hidden_states"] + out["residual"], streams[4], rtol=0, atol=0)
 
 
-def _wrapper(language_model):  # type: ignore[no-untyped-def]
-    """The Kimi-K2.5 wrapper around a real language model. Its own __init__
-    builds the MoonViT tower, which needs a GPU platform; the methods under
-    test are the shipped ones."""
-    kimi = KimiK25ForConditionalGeneration.__new__(KimiK25ForConditionalGeneration)
-    torch.nn.Module.__init__(kimi)
-    kimi.language_model = language_model
-    return kimi
-
-
 def test_kimi_k25_wrapper_declares_the_eagle3_interface() -> None:
     assert supports_eagle3(KimiK25ForConditionalGeneration)
 
@@ -187,7 +177,7 @@ def test_kimi_k25_wrapper_methods_are_not_the_protocol_stubs() -> None:
 
 def test_kimi_k25_wrapper_delegates_set_and_get_to_the_language_model(make_model) -> None:
     lm = make_model(N)
-    kimi = _wrapper(lm)
+    kimi = stubs.kimi_k25_wrapper(lm)
     assert kimi.get_eagle3_aux_hidden_state_layers() == (2, 4, 5)
     kimi.set_aux_hidden_state_layers((0, 8))
     assert lm.model.aux_hidden_state_layers == (0, 8)
@@ -196,7 +186,7 @@ def test_kimi_k25_wrapper_delegates_set_and_get_to_the_language_model(make_model
 
 
 def test_kimi_k25_wrapper_forward_returns_the_language_models_aux_states(make_model) -> None:
-    kimi = _wrapper(make_model(N))
+    kimi = stubs.kimi_k25_wrapper(make_model(N))
     kimi.set_aux_hidden_state_layers((0, 3))
     hidden, aux = kimi(IDS, POS)
     streams = stubs.oracle_streams(IDS, N)

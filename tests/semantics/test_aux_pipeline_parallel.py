@@ -27,16 +27,13 @@ its own slice's states).
 from __future__ import annotations
 
 import contextlib
-import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 from vllm.sequence import IntermediateTensors
 
-from tests.semantics import stubs, unpatched
-from tests.semantics.test_aux_hidden_states import _wrapper
+from tests.semantics import llama_head, stubs, unpatched
 
 pytestmark = [unpatched.AUX_INTERFACE]
 
@@ -133,7 +130,7 @@ def test_kimi_k25_wrapper_last_stage_aux_equals_the_oracle_over_three_stages(
     make_model, pp_stage
 ) -> None:
     lm = make_model(N)
-    kimi = _wrapper(lm)
+    kimi = stubs.kimi_k25_wrapper(lm)
     # as KimiK25ForConditionalGeneration.__init__ binds it (the helper skips __init__)
     kimi.make_empty_intermediate_tensors = lm.make_empty_intermediate_tensors
     (_, aux), _ = run_pipeline(lm, pp_stage, SPLITS[3], (2, 4, 5), outer=kimi)
@@ -214,58 +211,6 @@ def test_runner_sets_aux_ids_on_stages_without_the_drafter() -> None:
         mp.undo()
 
 
-def _drafter(dest: Path, eagle_config: dict[str, object] | None = None) -> str:
-    cfg: dict[str, object] = {
-        "architectures": ["LlamaForCausalLMEagle3"],
-        "model_type": "llama",
-        "hidden_size": stubs.HIDDEN,
-        "intermediate_size": 32,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 2,
-        "num_hidden_layers": 1,
-        "vocab_size": 128,
-        "max_position_embeddings": 256,
-        "torch_dtype": "float32",
-        "eagle_aux_hidden_state_layer_ids": [1, 2, 3],
-    }
-    if eagle_config is not None:
-        cfg["eagle_config"] = eagle_config
-    dest.mkdir(parents=True, exist_ok=True)
-    (dest / "config.json").write_text(json.dumps(cfg))
-    return str(dest)
-
-
-def _llama_target(dest: Path) -> str:
-    cfg = {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "hidden_size": stubs.HIDDEN,
-        "intermediate_size": 32,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 2,
-        "num_hidden_layers": 4,
-        "vocab_size": 128,
-        "max_position_embeddings": 256,
-        "torch_dtype": "float32",
-    }
-    dest.mkdir(parents=True, exist_ok=True)
-    (dest / "config.json").write_text(json.dumps(cfg))
-    return str(dest)
-
-
-def _spec(target: str, drafter: str, pp: int, **kw: object):  # type: ignore[no-untyped-def]
-    from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig
-
-    return SpeculativeConfig(
-        target_model_config=ModelConfig(model=target, skip_tokenizer_init=True),
-        target_parallel_config=ParallelConfig(pipeline_parallel_size=pp),
-        method="eagle3",
-        model=drafter,
-        num_speculative_tokens=2,
-        **kw,
-    )
-
-
 @unpatched.fails_unpatched_with(
     raises="NotImplementedError",
     match="Pipeline parallelism is not supported for this model",
@@ -282,17 +227,27 @@ def test_config_refuses_eagle3_over_pipeline_parallel_only_where_aux_cannot_trav
         ValueError,
         match=r"pipeline_parallel_size=2 is only supported for .*deepseek_v3.*model_type='llama'",
     ):
-        _spec(_llama_target(tmp_path / "llama"), _drafter(tmp_path / "d"), pp=2)
+        llama_head.speculative_config(
+            llama_head.write_target_config(tmp_path / "llama"),
+            llama_head.write_head_config(tmp_path / "d"),
+            pp=2,
+        )
     # DeepSeek targets carry the states; a head that reads no aux states,
     # or a single stage, needs nothing carried.
     target = str(stubs.write_text_config(tmp_path / "ds", N))
-    _spec(target, _drafter(tmp_path / "d"), pp=2)  # accepted: no refusal raised
-    _spec(
-        _llama_target(tmp_path / "llama"),
-        _drafter(tmp_path / "d2", {"use_aux_hidden_state": False}),
+    llama_head.speculative_config(
+        target, llama_head.write_head_config(tmp_path / "d"), pp=2
+    )  # accepted: no refusal raised
+    llama_head.speculative_config(
+        llama_head.write_target_config(tmp_path / "llama"),
+        llama_head.write_head_config(tmp_path / "d2", {"use_aux_hidden_state": False}),
         pp=2,
     )
-    _spec(_llama_target(tmp_path / "llama"), _drafter(tmp_path / "d3"), pp=1)  # accepted
+    llama_head.speculative_config(
+        llama_head.write_target_config(tmp_path / "llama"),
+        llama_head.write_head_config(tmp_path / "d3"),
+        pp=1,
+    )  # accepted
 
 
 def test_drafter_layers_are_numbered_after_all_target_layers_on_the_last_stage(
@@ -307,8 +262,6 @@ def test_drafter_layers_are_numbered_after_all_target_layers_on_the_last_stage(
     stand-in that records the ``start_layer_id`` it is given."""
     from vllm.model_executor.models import llama_eagle3
 
-    from tests.semantics import test_drafter_quantized_lm_head as llama_head
-
     starts: list[int] = []
 
     class RecordingLlamaModel(llama_head.StubLlamaModel):
@@ -319,9 +272,9 @@ def test_drafter_layers_are_numbered_after_all_target_layers_on_the_last_stage(
     make_model(4)  # the single-process distributed state the head's lm_head needs
     monkeypatch.setattr(llama_eagle3, "LlamaModel", RecordingLlamaModel)
     monkeypatch.setattr(llama_eagle3, "get_draft_quant_config", lambda vllm_config: None)
-    vc = llama_head._head_vllm_config()  # 4 target layers in all
+    vc = llama_head.head_vllm_config()  # 4 target layers in all
     vc.model_config.get_num_layers = lambda parallel_config: 2  # this stage's slice: 2 and 3
-    head = llama_head._build(llama_eagle3, vc)
+    head = llama_head.build(llama_eagle3, vc)
     assert starts == [4], "the head's first layer id must follow every target layer"
     assert head.config.target_layer_count == 4
 

@@ -14,13 +14,17 @@ path, revision, dtype, quantization, ...) is a factor. Fails on unpatched
 
 from __future__ import annotations
 
-from tests.semantics.test_aux_pipeline_parallel import _drafter, _llama_target, _spec
+from tests.semantics import llama_head
 
 
 def test_two_drafters_with_the_same_layer_ids_hash_differently(tmp_path) -> None:
-    target = _llama_target(tmp_path / "target")
-    one = _spec(target, _drafter(tmp_path / "drafter-a"), pp=1)
-    other = _spec(target, _drafter(tmp_path / "drafter-b"), pp=1)
+    target = llama_head.write_target_config(tmp_path / "target")
+    one = llama_head.speculative_config(
+        target, llama_head.write_head_config(tmp_path / "drafter-a"), pp=1
+    )
+    other = llama_head.speculative_config(
+        target, llama_head.write_head_config(tmp_path / "drafter-b"), pp=1
+    )
     assert one.draft_model_config.hf_config.eagle_aux_hidden_state_layer_ids == [1, 2, 3]
     assert other.draft_model_config.hf_config.eagle_aux_hidden_state_layer_ids == [1, 2, 3]
     assert one.compute_hash() != other.compute_hash()
@@ -31,15 +35,17 @@ def test_the_same_drafter_hashes_the_same_and_different_ids_differ(tmp_path) -> 
     still separates layer-id lists, as before."""
     import json
 
-    target = _llama_target(tmp_path / "target")
-    drafter = _drafter(tmp_path / "drafter")
-    first = _spec(target, drafter, pp=1).compute_hash()
-    assert _spec(target, drafter, pp=1).compute_hash() == first
+    target = llama_head.write_target_config(tmp_path / "target")
+    drafter = llama_head.write_head_config(tmp_path / "drafter")
+    first = llama_head.speculative_config(target, drafter, pp=1).compute_hash()
+    assert llama_head.speculative_config(target, drafter, pp=1).compute_hash() == first
     cfg = json.loads((tmp_path / "drafter" / "config.json").read_text())
     cfg["eagle_aux_hidden_state_layer_ids"] = [0, 2, 3]
     (tmp_path / "drafter" / "config.json").write_text(json.dumps(cfg))
-    assert _spec(target, drafter, pp=1).compute_hash() != first
-    other = _spec(target, _drafter(tmp_path / "other"), pp=1).compute_hash()
+    assert llama_head.speculative_config(target, drafter, pp=1).compute_hash() != first
+    other = llama_head.speculative_config(
+        target, llama_head.write_head_config(tmp_path / "other"), pp=1
+    ).compute_hash()
     assert other != first
 
 
@@ -54,14 +60,14 @@ def test_layer_ids_nested_under_eagle_config_are_in_the_key(tmp_path) -> None:
     lookup alone this still holds, so no patch of our own is needed.)"""
     import json
 
-    target = _llama_target(tmp_path / "target")
-    drafter = _drafter(tmp_path / "drafter")
+    target = llama_head.write_target_config(tmp_path / "target")
+    drafter = llama_head.write_head_config(tmp_path / "drafter")
     path = tmp_path / "drafter" / "config.json"
     cfg = json.loads(path.read_text())
     ids = cfg.pop("eagle_aux_hidden_state_layer_ids")
     cfg["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": ids}
     path.write_text(json.dumps(cfg))
-    first = _spec(target, drafter, pp=1).compute_hash()
+    first = llama_head.speculative_config(target, drafter, pp=1).compute_hash()
     cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [0, 2, 3]
     path.write_text(json.dumps(cfg))
-    assert _spec(target, drafter, pp=1).compute_hash() != first
+    assert llama_head.speculative_config(target, drafter, pp=1).compute_hash() != first

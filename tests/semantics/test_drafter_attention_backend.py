@@ -20,8 +20,7 @@ from types import SimpleNamespace
 import pytest
 from vllm.v1.attention.backends.registry import AttentionBackendEnum
 
-from tests.semantics import stubs, unpatched
-from tests.semantics.test_aux_pipeline_parallel import _drafter, _spec
+from tests.semantics import llama_head, stubs, unpatched
 
 pytestmark = unpatched.fails_unpatched_with(
     raises="ValidationError",
@@ -33,7 +32,9 @@ pytestmark = unpatched.fails_unpatched_with(
 
 def _config(tmp_path, **kw):  # type: ignore[no-untyped-def]
     target = str(stubs.write_text_config(tmp_path / "ds", 8))
-    return _spec(target, _drafter(tmp_path / "d"), pp=1, **kw)
+    return llama_head.speculative_config(
+        target, llama_head.write_head_config(tmp_path / "d"), pp=1, **kw
+    )
 
 
 @pytest.mark.parametrize(

@@ -37,9 +37,8 @@ import pytest
 import torch
 from torch import nn
 
-from tests.semantics import stubs, unpatched
-from tests.semantics.test_aux_pipeline_parallel import _drafter, _spec
-from tests.semantics.test_drafter_multimodal_inputs import LogRecorder, llama_eagle3_head
+from tests.semantics import llama_head, stubs, unpatched
+from tests.semantics.proposer import LogRecorder
 
 HEAD = "/ckpt/kimi-k2.5-eagle3-no-embed"  # what the warning must name
 
@@ -63,7 +62,11 @@ def last_stage_target(tmp_path: Path, distributed, monkeypatch, *, eagle: bool):
     target = str(stubs.write_text_config(tmp_path / f"target-{eagle}", 4))
     vc = VllmConfig(
         model_config=ModelConfig(model=target, skip_tokenizer_init=True, dtype="float32"),
-        speculative_config=_spec(target, _drafter(tmp_path / "head"), pp=1) if eagle else None,
+        speculative_config=llama_head.speculative_config(
+            target, llama_head.write_head_config(tmp_path / "head"), pp=1
+        )
+        if eagle
+        else None,
         device_config=DeviceConfig(device="cpu"),
         compilation_config=CompilationConfig(mode=CompilationMode.NONE),
     )
@@ -110,7 +113,7 @@ def test_head_without_embed_tokens_drafts_from_the_last_stage_target_embedding(
     make_model, tmp_path, distributed, monkeypatch
 ) -> None:
     """The drafter's embedding becomes the target's (no copy), silently."""
-    head = llama_eagle3_head(make_model, monkeypatch)
+    head = llama_head.eagle3_head(make_model, monkeypatch)
     assert head.has_own_embed_tokens is False  # the checkpoint had none
     target = last_stage_target(tmp_path, distributed, monkeypatch, eagle=True)
     proposer, warnings = proposer_for(head, monkeypatch)
@@ -127,7 +130,7 @@ def test_one_warning_names_a_head_without_embed_tokens_on_a_stage_without_one(
     A head that ships its own embedding needs none."""
     from vllm.model_executor.models.utils import PPMissingLayer
 
-    head = llama_eagle3_head(make_model, monkeypatch)
+    head = llama_head.eagle3_head(make_model, monkeypatch)
     own = head.model.embed_tokens
     stage = nn.Module()
     stage.model = nn.Module()

@@ -20,7 +20,7 @@ import pytest
 from torch import nn
 
 from tests.semantics import unpatched
-from tests.semantics.test_drafter_multimodal_inputs import (
+from tests.semantics.proposer import (
     KimiK25ForConditionalGeneration,
     load_into_proposer,
 )

@@ -15,54 +15,10 @@ code. Fails on unpatched 0.17.1 and on the series before this patch.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 import torch
-from torch import nn
 
-from tests.semantics import stubs, unpatched
-
-
-def _build(llama_eagle3, vllm_config):  # type: ignore[no-untyped-def]
-    from vllm.config import DeviceConfig, VllmConfig, set_current_vllm_config
-
-    with set_current_vllm_config(VllmConfig(device_config=DeviceConfig(device="cpu"))):
-        return llama_eagle3.Eagle3LlamaForCausalLM(vllm_config=vllm_config)
-
-
-class StubLlamaModel(nn.Module):
-    """Stands in for the drafter's ``LlamaModel`` (its attention needs CUDA)."""
-
-    def __init__(self, *, vllm_config: object, prefix: str, start_layer_id: int) -> None:
-        super().__init__()
-        self.use_aux_hidden_state = True
-        # What the head reads of its model besides the layers (EAGLE 3.1
-        # options, off for a plain EAGLE-3 head).
-        self.norm_before_fc = False
-        self.fc_norm = None
-
-
-def _head_vllm_config() -> SimpleNamespace:
-    """What the head's ``__init__`` reads of a ``VllmConfig``: a tiny Llama
-    draft config (hidden 64, vocabulary 128) on a 4-layer target. A stand-in,
-    since the real ``VllmConfig`` would build the drafter's CUDA layers."""
-    from transformers import LlamaConfig
-
-    hf = LlamaConfig(hidden_size=64, vocab_size=128, num_hidden_layers=1, num_attention_heads=2)
-    return SimpleNamespace(
-        speculative_config=SimpleNamespace(
-            draft_model_config=SimpleNamespace(hf_config=hf), parallel_drafting=False
-        ),
-        model_config=SimpleNamespace(
-            get_total_num_hidden_layers=lambda: 4,
-            get_num_layers=lambda _: 4,
-            # The target's vocabulary, larger than the head's draft vocabulary
-            # as for heads that ship d2t (read from 0.30.0, which drops d2t otherwise).
-            get_vocab_size=lambda: 256,
-        ),
-        parallel_config=None,
-    )
+from tests.semantics import llama_head, stubs, unpatched
 
 
 @unpatched.fails_unpatched_with(
@@ -79,10 +35,10 @@ def test_quantized_lm_head_checkpoint_maps_onto_the_drafters_head(
 
     make_model(4)  # sets up the single-process distributed state the head needs
     quant = stubs.cpu_awq_config(32)
-    monkeypatch.setattr(llama_eagle3, "LlamaModel", StubLlamaModel)
+    monkeypatch.setattr(llama_eagle3, "LlamaModel", llama_head.StubLlamaModel)
     monkeypatch.setattr(llama_eagle3, "get_draft_quant_config", lambda vllm_config: quant)
-    vllm_config = _head_vllm_config()
-    drafter = _build(llama_eagle3, vllm_config)
+    vllm_config = llama_head.head_vllm_config()
+    drafter = llama_head.build(llama_eagle3, vllm_config)
 
     # AWQ packs eight 4-bit values per int32 along the output dim.
     ckpt = {
@@ -104,10 +60,10 @@ def test_unquantized_drafter_head_keeps_a_plain_weight(make_model, monkeypatch) 
 
     make_model(4)
     seen = []
-    monkeypatch.setattr(llama_eagle3, "LlamaModel", StubLlamaModel)
+    monkeypatch.setattr(llama_eagle3, "LlamaModel", llama_head.StubLlamaModel)
     monkeypatch.setattr(llama_eagle3, "get_draft_quant_config", lambda vllm_config: seen.append(1))
-    vllm_config = _head_vllm_config()
-    drafter = _build(llama_eagle3, vllm_config)
+    vllm_config = llama_head.head_vllm_config()
+    drafter = llama_head.build(llama_eagle3, vllm_config)
     assert seen == [1]  # the head asked for the drafter's config
     assert tuple(dict(drafter.named_parameters())["lm_head.weight"].shape) == (128, 64)
 

@@ -28,7 +28,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from tests.semantics.test_aux_pipeline_parallel import _drafter, _llama_target, _spec
+from tests.semantics import llama_head
 
 IMAGE_OFFSET, IMAGE_LEN, PROMPT_LEN = 8, 16, 48
 
@@ -48,10 +48,12 @@ def _scheduler(tmp_path, chunk: int):  # type: ignore[no-untyped-def]
     from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
     from vllm.v1.structured_output import StructuredOutputManager
 
-    target = _llama_target(tmp_path / "target")
+    target = llama_head.write_target_config(tmp_path / "target")
     vc = VllmConfig(
         model_config=ModelConfig(model=target, skip_tokenizer_init=True, max_model_len=256),
-        speculative_config=_spec(target, _drafter(tmp_path / "drafter"), pp=1),
+        speculative_config=llama_head.speculative_config(
+            target, llama_head.write_head_config(tmp_path / "drafter"), pp=1
+        ),
         device_config=DeviceConfig(device="cpu"),
         scheduler_config=SchedulerConfig(
             max_num_batched_tokens=chunk,

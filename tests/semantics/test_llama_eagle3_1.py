@@ -27,7 +27,7 @@ from vllm.config import (
 )
 
 from tests.semantics import stubs, unpatched
-from tests.semantics.test_mla_drafter import (
+from tests.semantics.mla_head import (
     N_AUX,
     TorchRMSNorm,
     aux_states,

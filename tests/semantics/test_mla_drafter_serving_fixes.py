@@ -15,9 +15,9 @@
   ``lm_head.qweight`` / ``qzeros`` / ``scales`` loads.
 
 The drafter is built by its own ``__init__`` from a real ``VllmConfig``
-(``test_mla_drafter``'s tiny DeepSeek-V3 target and config-only MLA head).
+(``mla_head.py``'s tiny DeepSeek-V3 target and config-only MLA head).
 Stand-ins, because the real parts need CUDA: the MLA attention, MLP and
-RMSNorm (``test_mla_drafter``'s stubs; the attention here also records the
+RMSNorm (``mla_head.py``'s stubs; the attention here also records the
 layer name it is given); for the ``lm_head`` test the whole drafter body
 (``DeepseekV2Eagle3Model``), and vLLM's CPU AWQ config standing in for the
 GPU's Marlin kernels, as ``test_drafter_quantized_lm_head.py`` does for the
@@ -35,8 +35,8 @@ import torch
 from torch import nn
 from vllm.config import set_current_vllm_config
 
+from tests.semantics import mla_head as mla
 from tests.semantics import stubs, unpatched
-from tests.semantics import test_mla_drafter as mla
 
 TARGET_LAYERS = 4
 #: The draft vocabulary of the ``lm_head`` tests: a multiple of 64, so
@@ -47,7 +47,7 @@ DRAFT_VOCAB = 64
 
 
 class RecordingMLAAttention(mla.StubMLAAttention):
-    """``test_mla_drafter.StubMLAAttention`` that also records its layer name."""
+    """``mla_head.StubMLAAttention`` that also records its layer name."""
 
     prefixes: list[str] = []
 
@@ -90,7 +90,7 @@ def test_mla_drafter_layer_is_numbered_after_all_target_layers_on_the_last_stage
 def ours(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     from vllm.model_executor.models import deepseek_eagle3
 
-    mla._stub(deepseek_eagle3, monkeypatch)
+    mla.stub(deepseek_eagle3, monkeypatch)
     return deepseek_eagle3
 
 

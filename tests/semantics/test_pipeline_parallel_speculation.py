@@ -17,7 +17,6 @@ from types import SimpleNamespace
 import pytest
 
 from tests.semantics import unpatched
-from tests.semantics.test_eagle3_gate import _target
 
 
 def _runner(drafter: object | None) -> object:
@@ -95,7 +94,9 @@ def _vllm_config(tmp_path: Path, async_scheduling: bool | None) -> object:
     )
     from vpq.checkpoints import fixture
 
-    target = ModelConfig(model=str(_target("kimi_k25", tmp_path / "t")), skip_tokenizer_init=True)
+    target = ModelConfig(
+        model=str(fixture.write_tiny_kimi_k25(tmp_path / "t")), skip_tokenizer_init=True
+    )
     parallel = ParallelConfig(pipeline_parallel_size=2, distributed_executor_backend="mp")
     spec = SpeculativeConfig(
         target_model_config=target,

@@ -24,23 +24,6 @@ NOT_TEST_CODE = {"data"}
 #: The modules that may sit at the top of tests/: pytest's root conftest and
 #: the package marker. Shared helpers go to tests/support.
 TOP_LEVEL = {"conftest.py", "__init__.py"}
-#: The semantic test modules that import another test module of their tier
-#: for its helpers, and the test module they import.
-_SEMANTICS_SHARED = {
-    "test_aux_pipeline_parallel": ("test_aux_hidden_states", "test_drafter_quantized_lm_head"),
-    "test_compile_cache_key": ("test_aux_pipeline_parallel",),
-    "test_drafter_attention_backend": ("test_aux_pipeline_parallel",),
-    "test_drafter_embedding_pipeline_parallel": (
-        "test_aux_pipeline_parallel",
-        "test_drafter_multimodal_inputs",
-    ),
-    "test_drafter_image_token": ("test_drafter_multimodal_inputs",),
-    "test_drafter_multimodal_inputs": ("test_drafter_quantized_lm_head", "test_mla_drafter"),
-    "test_encoder_cache_lookahead": ("test_aux_pipeline_parallel",),
-    "test_llama_eagle3_1": ("test_mla_drafter",),
-    "test_mla_drafter_serving_fixes": ("test_mla_drafter",),
-    "test_pipeline_parallel_speculation": ("test_eagle3_gate",),
-}
 #: (importing file, imported module) -> why the import crosses a tier or
 #: imports a test module.
 EXCEPTIONS = {
@@ -50,14 +33,6 @@ EXCEPTIONS = {
         "real); copying their assertions into tests/support would test a copy"
     )
     for name in ("test_eagle3_engine", "test_eagle3_heads", "test_eagle3_serving_fixes")
-} | {
-    (f"tests/semantics/{importer}.py", f"tests.semantics.{imported}"): (
-        "not moved yet: these semantic test modules caught patches, and mutation.toml "
-        "hashes their bytes, so moving their helpers to helper modules (mla_head.py, "
-        "llama_head.py, ...) comes with re-recording the 23 patches they catch"
-    )
-    for importer, imports in _SEMANTICS_SHARED.items()
-    for imported in imports
 }
 
 
