@@ -57,9 +57,7 @@ def cmd_build(ns: argparse.Namespace) -> int:
     inputs = build.load_inputs(root)  # read once: the reuse check and the build share it
     results = None if ns.force or ns.no_precompiled else build.reuse(root, inputs=inputs, **how)
     if results is None:
-        build.prefetch(inputs.pin, ns.platform)  # the network works while prepare does
-        prep = build.prepare(root, ns.upstream_source, inputs=inputs)
-        results = build.build_wheels(root, prep=prep, precompiled=not ns.no_precompiled, **how)
+        results = build.build_wheels(root, precompiled=not ns.no_precompiled, inputs=inputs, **how)
         verb = "built"
     else:
         verb = "up to date (same inputs as the last build; --force rebuilds)"

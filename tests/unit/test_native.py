@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from vpq.core.files import record_hash
-from vpq.wheels import audit, native, wheel
+from vpq.wheels import audit, build, native, wheel
 
 from tests.unit.tiny_upstream import Upstream
 
@@ -76,3 +76,19 @@ def test_a_missing_build_tool_is_named_before_any_work(monkeypatch: pytest.Monke
     said = r"build and wheel, and build is not installed here: run it as `nox -s build_wheel"
     with pytest.raises(native.NativeBuildError, match=said):
         native.require_tools()
+
+
+def test_build_wheels_refuses_the_backend_before_any_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refusal comes before the series is read, the sdist fetched or a
+    tree prepared: here there is no checkout at all, and nothing is made."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "wheel" else real(name, *a)
+    )
+    with pytest.raises(native.NativeBuildError, match="and wheel is not installed here"):
+        build.build_wheels(tmp_path, backend="setuptools")
+    with pytest.raises(build.BuildError, match="unknown backend 'cmake'"):
+        build.build_wheels(tmp_path, backend="cmake")
+    assert list(tmp_path.iterdir()) == []

@@ -209,36 +209,60 @@ def platforms_for(pin: lock.Lock, choice: str) -> list[str]:
     return [choice]
 
 
-def prefetch(pin: lock.Lock, choice: str) -> None:
-    """Start downloading the pinned release wheels of ``choice``'s platforms
-    in the background, so the network works while ``prepare`` imports the
-    sdist and applies the series (CPU). ``_build_one`` fetches them again:
-    it waits on the same file lock and, on a failed download, raises that
-    error itself. A daemon thread: an error in ``prepare`` does not wait for
-    800 MB (a download cut off leaves a ``.part`` file that the next
-    download of that file removes)."""
+def prefetch(pin: lock.Lock, plats: list[str]) -> threading.Thread:
+    """Start downloading the pinned release wheels of ``plats`` in the
+    background, so the network works while ``prepare`` imports the sdist
+    and applies the series (CPU); the started thread. ``_build_one`` fetches
+    them again: it waits on the same file lock and, on a failed download,
+    raises that error itself. A daemon thread: an error in ``prepare`` does
+    not wait for 800 MB (a download cut off leaves a ``.part`` file that the
+    next download of that file removes)."""
 
     def fetch_all() -> None:
         """Download each platform's wheel; errors are the build's to raise."""
-        for plat in platforms_for(pin, choice):
+        for plat in plats:
             pinned = pin.wheel(plat)
             try:
                 fetch.fetch(pin.name, pinned.filename, pinned.sha256)
             except VpqError:
                 return
 
-    threading.Thread(target=fetch_all, name="vpq-prefetch", daemon=True).start()
+    thread = threading.Thread(target=fetch_all, name="vpq-prefetch", daemon=True)
+    thread.start()
+    return thread
 
 
-def _check_buildable(prep: Prepared, plats: list[str], backend: str, precompiled: bool) -> None:
-    """Refuse what this backend cannot build.
+def _prepare_while_fetching(
+    root: Path, source: str, platform: str, inputs: Inputs | None
+) -> tuple[Prepared, threading.Thread]:
+    """``prepare`` (from ``inputs`` where given), with the release wheels of
+    ``platform`` downloading meanwhile; the tree and the download thread."""
+    inputs = inputs or load_inputs(root)
+    fetching = prefetch(inputs.pin, platforms_for(inputs.pin, platform))
+    return prepare(root, source, inputs=inputs), fetching
+
+
+def _check_backend(backend: str) -> None:
+    """Refuse an unknown backend, or setuptools without its tools, before
+    any work.
 
     Raises:
-        BuildError: an unknown backend; a series touching what the
-            precompiled binaries depend on; setuptools for another platform.
+        BuildError: an unknown backend.
+        NativeBuildError: setuptools without pypa's ``build`` or ``wheel``.
     """
     if backend not in BACKENDS:
         raise BuildError(f"unknown backend {backend!r}; use one of {BACKENDS}")
+    if backend == "setuptools":
+        native.require_tools()
+
+
+def _check_buildable(prep: Prepared, plats: list[str], backend: str, precompiled: bool) -> None:
+    """Refuse what this backend cannot build in this series.
+
+    Raises:
+        BuildError: a series touching what the precompiled binaries depend
+            on; setuptools for another platform.
+    """
     binary = wheel.touches_binary_inputs(list(prep.changed))
     if binary and (backend == "overlay" or precompiled):
         raise BuildError(
@@ -252,8 +276,6 @@ def _check_buildable(prep: Prepared, plats: list[str], backend: str, precompiled
             f"--backend setuptools builds for this host's platform only ({host_platform()}); "
             f"pass --platform {host_platform()}"
         )
-    if backend == "setuptools":
-        native.require_tools()
 
 
 def _build_one(prep: Prepared, plat: str, staging: Path, backend: str, precompiled: bool) -> Result:
@@ -288,23 +310,30 @@ def build_wheels(
     prep: Prepared | None = None,
     backend: str = "overlay",
     precompiled: bool = True,
+    inputs: Inputs | None = None,
 ) -> list[Result]:
     """Build and audit one wheel per platform into ``out_dir`` (``dist/``).
 
     Platforms build concurrently in ``out_dir/.staging-*``; the wheels move
     into ``out_dir`` only when all are built and audited. Callers that may
     run beside another command hold the work-tree lock (``vpq.core.worklock``).
-    ``prep`` reuses an already prepared work tree.
+    ``prep`` reuses an already prepared work tree; without it the tree is
+    prepared here (from ``inputs`` where the caller has read them), with the
+    release wheels downloading meanwhile (``prefetch``).
 
     ``backend="setuptools"`` builds with vLLM's own build instead (see
     ``vpq.wheels.native``; this host's platform only) and, besides the audit, checks
     that its files equal the overlay wheel's outside the dist-info.
 
     Raises:
-        BuildError: see ``_check_buildable``; or any error of ``prepare``,
-            ``wheel.build`` and ``audit``. ``dist/`` is unchanged on any error.
+        BuildError: see ``_check_backend`` and ``_check_buildable``; or any
+            error of ``prepare``, ``wheel.build`` and ``audit``. ``dist/`` is
+            unchanged on any error.
     """
-    prep = prep or prepare(root, source)
+    _check_backend(backend)
+    fetching = None
+    if prep is None:
+        prep, fetching = _prepare_while_fetching(root, source, platform, inputs)
     plats = platforms_for(prep.lock, platform)
     _check_buildable(prep, plats, backend, precompiled)
     out_dir = out_dir or Workspace(root).dist
@@ -316,6 +345,8 @@ def build_wheels(
             results = list(
                 pool.map(lambda p: _build_one(prep, p, staging, backend, precompiled), plats)
             )
+        if fetching:  # done, or re-hashing a cached file: not left behind the build
+            fetching.join()
         final = []
         for r in results:
             dest = out_dir / r.wheel.path.name
