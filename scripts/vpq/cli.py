@@ -25,11 +25,11 @@ from vpq.checks import (
     peer_run,
 )
 from vpq.contract.table import Table
-from vpq.core import worklock
+from vpq.core import progress, worklock
 from vpq.core.errors import UsageError, VpqError
 from vpq.core.workspace import Workspace
 from vpq.envs import contract_run as contract
-from vpq.envs import deps_lock, venv
+from vpq.envs import deps_lock, engine_env
 from vpq.move import move_check, rebase, releases, staircase
 from vpq.source import fetch, lock, queue, series, tree
 from vpq.wheels import advisories, build, publish
@@ -337,11 +337,17 @@ def cmd_advisories(ns: argparse.Namespace) -> int:
 
 def cmd_lock_deps(ns: argparse.Namespace) -> int:
     """``vpq lock-deps``: resolve the pinned release's CPU deps venv into
-    cpu-deps.lock (pip's installation report, nothing installed)."""
+    cpu-deps.lock, and the engine tier's base venv into
+    tests/engine/cpu-engine.lock (pip's installation reports, nothing installed)."""
     root = _root(ns)
     pin = lock.load(root)
-    path = venv.lock_deps(root, build.common_txt(pin), pin.sdist.sha256)
-    print(f"wrote {path.name}: {len(deps_lock.load(path).wheels)} wheels for vllm {pin.version}")
+    common, work = build.common_txt(pin), Workspace(root).build
+    for spec in engine_env.lock_specs(root):
+        with progress.step(f"resolving {spec.file} (pip, nothing installed)"):
+            path = deps_lock.relock(root, spec, common, pin.sdist.sha256, work)
+        print(
+            f"wrote {spec.file}: {len(deps_lock.load(path).wheels)} wheels for vllm {pin.version}"
+        )
     return 0
 
 

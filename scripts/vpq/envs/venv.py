@@ -27,7 +27,6 @@ from vpq.core import proc, progress
 from vpq.core.errors import VpqError
 from vpq.core.files import sha256_file
 from vpq.core.proc import PYTEST
-from vpq.core.workspace import Workspace  # tests/semantics run inside the wheel venvs
 from vpq.envs import deps_lock, installer
 from vpq.source import fetch
 
@@ -85,34 +84,18 @@ def cached(dest: Path, make: Callable[[Path], object]) -> Path:
 
 #: What a deps venv holds besides ``requirements/common.txt``.
 DEPS_REQUIREMENTS = (TORCH_CPU, PYTEST)
+#: The deps venv's lock (``vpq.envs.deps_lock``).
+DEPS_LOCK = deps_lock.Spec(deps_lock.LOCK_FILE, DEPS_REQUIREMENTS)
 
 
 def deps_key(common_txt: bytes) -> str:
     """The deps venv's cache key: what it holds and the Python it runs, and
     the lock's hash where ``cpu-deps.lock`` makes it (``deps_lock.choose``)."""
-    lock, _ = deps_lock.choose(DEPS_REQUIREMENTS, common_txt)
+    lock, _ = deps_lock.choose(DEPS_LOCK, common_txt)
     locked = lock.sha256().encode() if lock else b""
     return hashlib.sha256(
         common_txt + TORCH_CPU.encode() + PYTEST.encode() + sys.version.encode() + locked
     ).hexdigest()[:12]
-
-
-def lock_deps(root: Path, common_txt: bytes, sdist_sha256: str) -> Path:
-    """Resolve the deps venv of ``common_txt`` (from the sdist
-    ``sdist_sha256``) as pip would make it, and write the result to
-    ``<root>/cpu-deps.lock``; its path. ``nox -s lock_deps``, and a move.
-
-    Raises:
-        DepsLockError: this is not the interpreter the lock covers; pip failed.
-    """
-    inputs = deps_lock.Inputs(
-        DEPS_REQUIREMENTS,
-        deps_lock.sha256_bytes(common_txt),
-        sdist_sha256,
-        deps_lock.PYTHON,
-        deps_lock.PLATFORM,
-    )
-    return deps_lock.write(root, deps_lock.resolve(inputs, common_txt, Workspace(root).build))
 
 
 #: A ``.pth`` line: this venv's Python writes bytecode on import even where
@@ -138,19 +121,9 @@ def _make_deps(venv: Path, common_txt: bytes, req: Path) -> None:
     does not apply, pip resolving ``req`` (one line says why). Neither
     writes bytecode: the venv's Python writes it for what is imported, on
     first import (``new_venv``, docs/cache.md)."""
-    lock, why = deps_lock.choose(DEPS_REQUIREMENTS, common_txt)
-    uv = installer.chosen() if lock is not None else None
-    py = new_venv(venv, pip=uv is None)
-    if lock is None:
-        if why:
-            print(why, file=sys.stderr)
-        req.write_bytes(common_txt)
-        pip = [str(py), "-m", "pip", "install", "-q", "--no-compile"]
-        _run([*pip, *DEPS_REQUIREMENTS, "-r", str(req)])
-        return
-    locked = req.with_name(req.stem + "-locked.txt")
-    locked.write_text(lock.requirements_txt())
-    _run(deps_lock.install_command(py, locked, uv))
+    how = deps_lock.plan(DEPS_LOCK, common_txt)
+    py = new_venv(venv, pip=how.uv is None)
+    deps_lock.install(py, how, common_txt, req, VenvError)
 
 
 def deps_env(common_txt: bytes) -> Path:

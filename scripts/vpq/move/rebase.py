@@ -69,7 +69,7 @@ from vpq.core import progress
 from vpq.core.errors import VpqError
 from vpq.core.files import write_atomic
 from vpq.core.workspace import Workspace
-from vpq.envs import contract_run, deps_lock, probe_run, venv
+from vpq.envs import contract_run, deps_lock, engine_env, probe_run
 from vpq.move import changelog, ledgers, releases, verdicts
 from vpq.move.staircase import (
     ABORT,
@@ -504,22 +504,23 @@ def _write_inputs(root: Path, repo: Path, state: State, outcomes: list[Outcome])
 
 
 def _relock(root: Path, repo: Path, ref: str, sdist_sha256: str) -> None:
-    """Re-resolve ``cpu-deps.lock`` for the new pin (``ref``'s
-    ``requirements/common.txt``), where the checkout has one; where that
-    cannot be done here (another interpreter, no network, no such file),
-    one line says it must be (``nox -s lint`` will say so too)."""
-    if not (root / deps_lock.LOCK_FILE).is_file():
-        return
-    try:
-        common = g.git(["show", f"{ref}:requirements/common.txt"], repo).stdout
-        with progress.step(f"re-resolving {deps_lock.LOCK_FILE} for the new pin (pip)"):
-            venv.lock_deps(root, common, sdist_sha256)
-    except VpqError as exc:
-        print(
-            f"{deps_lock.LOCK_FILE} still locks the old pin ({exc}); "
-            "re-resolve it: `nox -s lock_deps`",
-            file=sys.stderr,
-        )
+    """Re-resolve each lock the checkout has (``cpu-deps.lock``, the engine
+    tier's ``cpu-engine.lock``) for the new pin (``ref``'s
+    ``requirements/common.txt``); where that cannot be done here (another
+    interpreter, no network, no such file), one line says it must be
+    (``nox -s lint`` will say so too)."""
+    for spec in engine_env.lock_specs(root):
+        if not (root / spec.file).is_file():
+            continue
+        try:
+            common = g.git(["show", f"{ref}:requirements/common.txt"], repo).stdout
+            with progress.step(f"re-resolving {spec.file} for the new pin (pip)"):
+                deps_lock.relock(root, spec, common, sdist_sha256, Workspace(root).build)
+        except VpqError as exc:
+            print(
+                f"{spec.file} still locks the old pin ({exc}); re-resolve it: `nox -s lock_deps`",
+                file=sys.stderr,
+            )
 
 
 def _finish(root: Path, state: State, outcomes: list[Outcome], prune: bool = False) -> Report:
