@@ -337,17 +337,16 @@ def cmd_advisories(ns: argparse.Namespace) -> int:
 
 def cmd_lock_deps(ns: argparse.Namespace) -> int:
     """``vpq lock-deps``: resolve the pinned release's CPU deps venv into
-    cpu-deps.lock, and the engine tier's base venv into
-    tests/engine/cpu-engine.lock (pip's installation reports, nothing installed)."""
+    cpu-deps.lock, the engine tier's base venv into
+    tests/engine/cpu-engine.lock and the reference engine into
+    tests/engine/reference-engine.lock (pip's installation reports,
+    nothing installed)."""
     root = _root(ns)
     pin = lock.load(root)
-    common, work = build.common_txt(pin), Workspace(root).build
-    for spec in engine_env.lock_specs(root):
+    for spec, common, source in engine_env.all_locks(root, build.common_txt(pin), pin.sdist.sha256):
         with progress.step(f"resolving {spec.file} (pip, nothing installed)"):
-            path = deps_lock.relock(root, spec, common, pin.sdist.sha256, work)
-        print(
-            f"wrote {spec.file}: {len(deps_lock.load(path).wheels)} wheels for vllm {pin.version}"
-        )
+            path = deps_lock.relock(root, spec, common, source, Workspace(root).build)
+        print(f"wrote {spec.file}: {len(deps_lock.load(path).wheels)} wheels")
     return 0
 
 

@@ -64,7 +64,7 @@ def test_cold_cases_run_pip_then_the_lock_each_on_fresh_empty_caches(
     each on its own new, empty download, pip and uv caches; the lock's
     ``vs_pip`` is its ratio to pip's."""
     seen: list[tuple[str, dict[str, str]]] = []
-    seconds = iter([300.0, 90.0, 240.0, 60.0, 260.0, 65.0])
+    seconds = iter([300.0, 90.0, 240.0, 60.0, 260.0, 65.0, 100.0, 20.0])
 
     def fake_measure(name, args, root, *, cmd=None, env=None):  # type: ignore[no-untyped-def]
         caches = [Path(env[v]) for v in ("VPQ_CACHE_DIR", "PIP_CACHE_DIR", "UV_CACHE_DIR")]
@@ -72,6 +72,8 @@ def test_cold_cases_run_pip_then_the_lock_each_on_fresh_empty_caches(
         assert len(set(caches)) == 3
         if cmd is None:
             assert args[0] == "build"
+        elif "reference_engine" in cmd[2]:
+            assert cmd[3:] == [str(tmp_path)]
         else:
             assert Path(cmd[-1]).read_bytes() == b"numpy\n"
             assert cmd[:2] == [bench.sys.executable, "-c"]
@@ -88,6 +90,8 @@ def test_cold_cases_run_pip_then_the_lock_each_on_fresh_empty_caches(
         ("the tests' deps venv, cold caches, the lock", "on"),
         ("the engine tier's base venv, cold caches, pip", "off"),
         ("the engine tier's base venv, cold caches, the lock", "on"),
+        ("the reference engine's venv, cold caches, pip", "off"),
+        ("the reference engine's venv, cold caches, the lock", "on"),
     ]
-    assert [c.vs_pip for c in cases] == [1.0, 0.3, 1.0, 0.25, 1.0, 0.25]
+    assert [c.vs_pip for c in cases] == [1.0, 0.3, 1.0, 0.25, 1.0, 0.25, 1.0, 0.2]
     assert list((tmp_path / "build").iterdir()) == []  # the caches are gone

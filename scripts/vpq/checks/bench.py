@@ -200,8 +200,13 @@ ENGINE_ENV = (
     "import sys; from pathlib import Path; from vpq.envs import engine_env; "
     "engine_env.base_env(Path(sys.argv[1]), Path(sys.argv[2]).read_bytes())"
 )
+#: A child that makes the reference engine's venv: ``python -c REFERENCE_ENV ROOT``.
+REFERENCE_ENV = (
+    "import sys; from pathlib import Path; from vpq.envs import engine_env; "
+    "engine_env.reference_engine(Path(sys.argv[1]))"
+)
 #: The cold-path cases' two ways: the old path (pip resolving), then the
-#: locks (cpu-deps.lock, tests/engine/cpu-engine.lock).
+#: locks (cpu-deps.lock, tests/engine/cpu-engine.lock, reference-engine.lock).
 COLD_WAYS = (("pip", "off"), ("the lock", "on"))
 
 
@@ -220,9 +225,10 @@ def cold_cases(root: Path, common_txt: bytes, *, engine: bool = True) -> list[Ca
     downloads, both wheels, the deps venv, the wheel's venv, the contract),
     the tests' deps venv alone (``venv.deps_env`` on ``common_txt``, as
     tests/integration/conftest.py makes it) and, with ``engine``, the
-    engine tier's base venv (``engine_env.base_env``, about 4 GB), each on
-    cold caches by the old pip path and from its lock; ``vs_pip``: the
-    ratio to pip's."""
+    engine tier's base venv (``engine_env.base_env``, about 4 GB) and the
+    reference engine's (``engine_env.reference_engine``), each on cold
+    caches by the old pip path and from its lock; ``vs_pip``: the ratio
+    to pip's."""
     Workspace(root).build.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="bench-cold-", dir=Workspace(root).build))
     (tmp / "common.txt").write_bytes(common_txt)
@@ -234,6 +240,8 @@ def cold_cases(root: Path, common_txt: bytes, *, engine: bool = True) -> list[Ca
     if engine:
         base = [sys.executable, "-c", ENGINE_ENV, str(root), str(tmp / "common.txt")]
         runs.append(("the engine tier's base venv, cold caches", [], base))
+        ref = [sys.executable, "-c", REFERENCE_ENV, str(root)]
+        runs.append(("the reference engine's venv, cold caches", [], ref))
     cases: list[Case] = []
     try:
         for what, args, cmd in runs:

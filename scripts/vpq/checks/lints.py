@@ -60,13 +60,14 @@ def _peer_tests(co: Checkout) -> list[str]:
 
 
 def _deps_lock(co: Checkout) -> list[str]:
-    """``cpu-deps.lock`` and the engine tier's ``cpu-engine.lock`` against
-    the tool's requirements, the engine pins and the pinned sdist, where
-    the checkout has them."""
+    """``cpu-deps.lock``, the engine tier's ``cpu-engine.lock`` and
+    ``reference-engine.lock`` against the tool's requirements, the engine
+    pins and the pinned sdist or wheel, where the checkout has them."""
     if not (co.root / lock.LOCK_FILE).is_file():
         return []
-    sdist = lock.load(co.root).sdist.sha256
-    return [p for s in engine_env.lock_specs(co.root) for p in deps_lock.lint(co.root, s, sdist)]
+    pin = lock.load(co.root)
+    locks = engine_env.all_locks(co.root, b"", pin.sdist.sha256)
+    return [p for spec, _, source in locks for p in deps_lock.lint(co.root, spec, source)]
 
 
 #: Where a person fixes the series and the patches: export writes them.
@@ -105,7 +106,7 @@ LINTS: tuple[Lint, ...] = (
         peer_backports.BACKPORTS_FILE,
         needs=("series", "patches"),
     ),
-    Lint("deps-lock", _deps_lock, "cpu-deps.lock, cpu-engine.lock (`nox -s lock_deps`)"),
+    Lint("deps-lock", _deps_lock, "cpu-deps.lock, tests/engine/*.lock (`nox -s lock_deps`)"),
 )
 
 

