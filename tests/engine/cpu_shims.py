@@ -648,16 +648,35 @@ SPY_ENV = "VPQ_ENGINE_SPY"
 #: Then, for every step whose input ids were prepared on the async path
 #: (the previous step's tokens on the device), how many of them are negative;
 SPY_INPUT_IDS = "vpq-spy: async input ids, negative: "
-#: and for every step the drafter runs, the batch's longest sequence.
+#: and for every step the drafter runs, the batch's longest sequence;
 SPY_DRAFTED = "vpq-spy: drafted at max_seq_len: "
+#: and, from the engine core, for each step of its batch queue (pipeline
+#: parallel), the most batches in flight during it.
+SPY_IN_FLIGHT = "vpq-spy: batches in flight: "
 
 
 def spy() -> None:
     """Wrap ``CPUModelRunner._prepare_input_ids`` and
     ``propose_draft_token_ids`` to print ``SPY_INPUT_IDS`` and
-    ``SPY_DRAFTED`` lines. Spies, not shims: they call the methods as they
-    are, whatever their source."""
+    ``SPY_DRAFTED`` lines, and ``EngineCore.step_with_batch_queue`` to
+    print ``SPY_IN_FLIGHT`` lines. Spies, not shims: they call the methods
+    as they are, whatever their source."""
+    from vllm.v1.engine.core import EngineCore
     from vllm.v1.worker.cpu_model_runner import CPUModelRunner
+
+    step = EngineCore.step_with_batch_queue
+
+    def spied_step(self):  # type: ignore[no-untyped-def]
+        # A step schedules a batch (the queue does not shrink) and then may
+        # wait for the oldest: the most in flight is the count before it
+        # plus the one it scheduled.
+        before = len(self.batch_queue or ())
+        out = step(self)
+        scheduled = len(self.batch_queue or ()) >= before
+        print(f"{SPY_IN_FLIGHT}{before + scheduled}", flush=True)
+        return out
+
+    EngineCore.step_with_batch_queue = spied_step  # type: ignore[method-assign]
 
     prepare, propose = CPUModelRunner._prepare_input_ids, CPUModelRunner.propose_draft_token_ids
 

@@ -60,6 +60,12 @@ COUNTERS = {
     "num_accepted_tokens": "vllm:spec_decode_num_accepted_tokens",
 }
 PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
+PREEMPTIONS = "vllm:num_preemptions"
+
+
+def preemptions(llm) -> int:  # type: ignore[no-untyped-def]
+    """Requests preempted so far, summed over engines."""
+    return sum(int(m.value) for m in llm.get_metrics() if m.name == PREEMPTIONS)
 
 
 def image(size):  # type: ignore[no-untyped-def]
@@ -109,7 +115,7 @@ def run_batch(llm, batch: dict, media_id: int | None) -> dict[str, object]:  # t
         ignore_eos=bool(batch.get("ignore_eos")),
         **sampling,
     )
-    before = counters(llm)
+    before, preempted = counters(llm), preemptions(llm)
     t0 = time.perf_counter()
     if batch["kind"] == "tokens":
         outs = llm.generate([{"prompt_token_ids": p} for p in batch["prompts"]], sp, use_tqdm=False)
@@ -134,6 +140,7 @@ def run_batch(llm, batch: dict, media_id: int | None) -> dict[str, object]:  # t
     return {
         "seconds": seconds,
         "metrics": delta(before, counters(llm)),
+        "preemptions": preemptions(llm) - preempted,
         "outputs": [
             {
                 "token_ids": [int(t) for t in o.outputs[0].token_ids],

@@ -7,13 +7,25 @@ the series before ``gpu_model_runner-pipeline-stages-without-the-drafter-
 skip-its-uses.patch`` the first stage died at start (``'CPUModelRunner'
 object has no attribute 'drafter'``); before ``core-pipeline-parallel-
 speculative-decoding-runs-one-batch-at-a-time.patch`` outputs diverged
-after the first token (one batch per stage in flight).
+after the first token (one batch per stage in flight, each step's drafts
+taken before its output). ``core-overlap-pipeline-batches-with-
+speculative-decoding.patch`` puts the second batch back: the stages
+overlap batches of different requests, each request's drafts handed over
+after its step's output. The overlap cases serve 12 requests of mixed
+lengths through a token budget of 16 (a speculative step takes 4), so
+each batch holds a few requests, prompts are prefilled in chunks and
+requests finish in different steps; the engine core's spy
+(``cpu_shims.SPY_IN_FLIGHT``) counts the batches in flight. With the
+overlap patch taken out the engine keeps one batch in flight and the
+overlap assertion fails; with the overlap and without its draft hand-over
+(the series before the one-batch patch) outputs diverge.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from tests.engine import cpu_shims
 from tests.engine.cases import HEAD_IDS, PROMPTS, Run, expected_tokens, metrics, outputs
 from tests.support.engine_result import ok
 
@@ -55,6 +67,50 @@ def test_pipeline_parallel_2_refuses_explicit_async_scheduling_at_config_time(en
     r = engine(Run("llama-top", pp=2, args=(("async_scheduling", True),)))
     assert not r["ok"] and r["phase"] == "start", r.get("log_tail")
     assert ASYNC_REFUSED in r["error"] and "--no-async-scheduling" in r["error"], r["error"]
+
+
+#: Twelve requests of mixed lengths: the tier's six prompts (one longer than
+#: the budget, prefilled in chunks) and six one-token prompts on the script.
+MIXED = tuple(tuple(p) for p in PROMPTS) + tuple((t,) for t in (20, 21, 22, 23, 24, 25))
+#: A token budget of four speculative steps' worth: a few requests per batch.
+BUDGET = (("max_num_batched_tokens", 16),)
+SPY = ((cpu_shims.SPY_ENV, "1"),)
+OVERLAP = Run("llama-top", pp=2, args=BUDGET, prompts=MIXED, env=SPY)
+#: The same load on one stage, scheduled as pipeline parallel with a drafter
+#: schedules (synchronously): the acceptance to match.
+ONE_STAGE = Run("llama-top", args=(*BUDGET, ("async_scheduling", False)), prompts=MIXED)
+
+
+def _in_flight(result: dict, backend: str) -> int:
+    """The most batches the engine core had in flight (the CPU spy)."""
+    if backend != "cpu":
+        pytest.skip("the spy is one of the CPU engine's plugins")
+    seen = cpu_shims.spied(ok(result)["log"], cpu_shims.SPY_IN_FLIGHT)
+    assert seen, "the engine core's spy printed nothing: a harness error"
+    return max(seen)
+
+
+def test_pipeline_parallel_2_overlaps_batches_losslessly_with_a_drafter(engine, backend) -> None:
+    """Two batches in flight, every output the oracle's (the target's greedy
+    tokens without speculation), drafts accepted as on one stage."""
+    r = engine(OVERLAP)
+    assert _in_flight(r, backend) == 2, "the stages never overlapped two batches"
+    assert outputs(r) == [expected_tokens(list(p)) for p in MIXED]
+    assert metrics(r) == metrics(engine(ONE_STAGE)), (metrics(r), metrics(engine(ONE_STAGE)))
+    assert metrics(r)["accepted_per_pos"][0] >= metrics(r)["num_drafts"] / 2, metrics(r)
+
+
+@pytest.mark.outside_ci  # a third PP=2 engine start on CI's two cores
+def test_pipeline_parallel_2_overlaps_batches_losslessly_under_preemption(engine, backend) -> None:
+    """The same load in a KV cache of 3 blocks (of 128 tokens on the CPU
+    backend): requests are preempted (with a step of theirs in flight,
+    some) and resumed; every output is still the oracle's."""
+    small = Run("llama-top", pp=2, prompts=MIXED, env=SPY,
+                args=(*BUDGET, ("num_gpu_blocks_override", 3), ("max_model_len", 256)))  # fmt: skip
+    r = engine(small)
+    assert ok(r)["batches"]["greedy"]["preemptions"] > 0, "nothing was preempted: a harness error"
+    assert _in_flight(r, backend) == 2
+    assert outputs(r) == [expected_tokens(list(p)) for p in MIXED]
 
 
 @pytest.mark.outside_ci  # four workers on CI's two cores: about 4 minutes

@@ -73,14 +73,15 @@ def _config(pp: int, speculative: bool) -> object:
     reason="the rule is a function of vllm.v1.engine.core the patch adds; the test asks it",
 )
 def test_engine_keeps_one_batch_in_flight_with_a_drafter_under_pipeline_parallel() -> None:
-    """The engine core's batch queue, whatever the executor (mp or Ray)
-    offers: one batch with a drafter over two stages; the executor's number
-    otherwise."""
+    """The engine core's batch queue where the executor cannot hand over
+    each batch's drafts (Ray's compiled graph): one batch with a drafter
+    over two stages; the executor's number otherwise. (The later overlap
+    patch adds the third argument, whether it can.)"""
     from vllm.v1.engine import core
 
-    assert core.batch_queue_size(_config(2, speculative=True), 2) == 1
-    assert core.batch_queue_size(_config(2, speculative=False), 2) == 2
-    assert core.batch_queue_size(_config(1, speculative=True), 2) == 2
+    assert core.batch_queue_size(_config(2, speculative=True), 2, False) == 1
+    assert core.batch_queue_size(_config(2, speculative=False), 2, False) == 2
+    assert core.batch_queue_size(_config(1, speculative=True), 2, False) == 2
 
 
 def _vllm_config(tmp_path: Path, async_scheduling: bool | None) -> object:
