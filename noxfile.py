@@ -169,8 +169,9 @@ def bench(session: nox.Session) -> None:
     """Cold/warm build_wheel per platform, the whole `nox -s build_wheel` warm,
     vLLM's own build, `rebase --check` on two releases cold, warm and
     unchanged (the verdict cache), the contract's wheel venv by pip and by
-    uv: wall time, peak RSS, ratio to vLLM's build (and to pip's).
-    Writes build/bench.json."""
+    uv: wall time, peak RSS, ratio to vLLM's build (and to pip's);
+    `-- --serving` the load test, `-- --pipeline` PP=2 overlapped against
+    one batch in flight. Writes build/bench.json."""
     _install(session, "nox", "uv", *TEST_DEPS)  # the test deps: `-- --serving`
     session.run("python", "-m", "vpq", "bench", *session.posargs)
 

@@ -99,6 +99,7 @@ def cmd_bench(ns: argparse.Namespace) -> int:
         with_installers=not ns.no_installers,
         with_serving=ns.serving,
         with_cold=not ns.no_cold,
+        with_pipeline=ns.pipeline,
     )
     print(bench.render(cases))
     print("written to build/bench.json")
@@ -528,6 +529,12 @@ def _add_bench(sub: Subparsers) -> None:
         action="store_true",
         help="add the engine tier's load test: 34 requests with EAGLE-3 and without "
         "(needs the test dependencies and the engine environment; minutes)",
+    )
+    bn.add_argument(
+        "--pipeline",
+        action="store_true",
+        help="add the engine tier's PP=2 case: one load with the stages overlapping "
+        "batches and with one batch in flight (the engine environment; minutes)",
     )
     bn.set_defaults(func=cmd_bench)
 

@@ -695,6 +695,29 @@ def spy() -> None:
     CPUModelRunner.propose_draft_token_ids = spied_propose  # type: ignore[method-assign]
 
 
+#: Set to ``1`` to have the engine core keep one batch in flight with a
+#: drafter over pipeline stages: the rule before the overlap patch, as the
+#: series still applies it where the executor cannot hand over each batch's
+#: drafts. The bench's baseline for the overlap (``one_batch``).
+ONE_BATCH_ENV = "VPQ_ENGINE_ONE_BATCH"
+
+
+def one_batch() -> None:
+    """Have ``vllm.v1.engine.core.batch_queue_size`` answer as for an
+    executor that cannot hand over each batch's drafts. A knob, not a shim:
+    it wraps the series' own rule, where the engine has it."""
+    from vllm.v1.engine import core
+
+    rule = getattr(core, "batch_queue_size", None)
+    if rule is None:
+        return
+
+    def one(vllm_config, executor_batches, drafts_of_batch=False):  # type: ignore[no-untyped-def]
+        return rule(vllm_config, executor_batches, False)
+
+    core.batch_queue_size = one
+
+
 def spied(log: str, line: str) -> list[int]:
     """The numbers the spies printed on ``line`` in an engine ``log``."""
     return [int(ln.rsplit(" ", 1)[1]) for ln in log.splitlines() if line in ln]
@@ -711,6 +734,8 @@ def register() -> None:
     applied = apply()
     if os.environ.get(SPY_ENV) == "1":
         spy()
+    if os.environ.get(ONE_BATCH_ENV) == "1":
+        one_batch()
     log = os.environ.get("VPQ_ENGINE_SHIM_LOG")
     if log:
         with contextlib.suppress(OSError), open(log, "a") as fh:

@@ -23,6 +23,10 @@ overlap assertion fails; with the overlap and without its draft hand-over
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 import pytest
 
 from tests.engine import cpu_shims
@@ -111,6 +115,38 @@ def test_pipeline_parallel_2_overlaps_batches_losslessly_under_preemption(engine
     assert ok(r)["batches"]["greedy"]["preemptions"] > 0, "nothing was preempted: a harness error"
     assert _in_flight(r, backend) == 2
     assert outputs(r) == [expected_tokens(list(p)) for p in MIXED]
+
+
+#: Where the bench's case writes each load's wall time (``nox -s bench -- --pipeline``).
+PIPELINE_REPORT = "VPQ_PIPELINE_REPORT"
+#: The bench's load: the mixed requests twice over.
+BENCH_LOAD = MIXED * 2
+
+
+@pytest.mark.outside_ci  # two more PP=2 engines: the bench's figures
+def test_pipeline_parallel_2_overlap_and_the_one_batch_rule_serve_one_load(engine, backend) -> None:
+    """The same 24 requests through PP=2 with the overlap and under the
+    one-batch rule (``cpu_shims.ONE_BATCH_ENV``): both lossless; the rule's
+    engine never had two batches in flight (so the overlap case can tell).
+    Each load's wall time goes to ``$VPQ_PIPELINE_REPORT`` for the bench;
+    nothing here asserts on time."""
+    one_batch = ((cpu_shims.ONE_BATCH_ENV, "1"),)
+    runs = {
+        "overlapped": Run("llama-top", pp=2, args=BUDGET, prompts=BENCH_LOAD, env=SPY),
+        "one batch in flight": Run(
+            "llama-top", pp=2, args=BUDGET, prompts=BENCH_LOAD, env=SPY + one_batch
+        ),
+    }
+    rows = []
+    for name, run in runs.items():
+        r = engine(run)
+        assert outputs(r) == [expected_tokens(list(p)) for p in BENCH_LOAD], name
+        assert _in_flight(r, backend) == (2 if name == "overlapped" else 1), name
+        seconds = ok(r)["batches"]["greedy"]["seconds"]
+        rows.append({"name": name, "requests": len(BENCH_LOAD), "seconds": seconds})
+    report = os.environ.get(PIPELINE_REPORT)
+    if report:
+        Path(report).write_text("".join(json.dumps(row) + "\n" for row in rows))
 
 
 @pytest.mark.outside_ci  # four workers on CI's two cores: about 4 minutes

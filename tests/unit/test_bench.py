@@ -27,8 +27,8 @@ def test_installer_cases_time_pip_and_uv_in_turn_with_ratios_to_pip(tmp_path: Pa
     assert cases[1].vs_pip == round(cases[1].seconds / cases[0].seconds, 3)
     assert list((tmp_path / "build").iterdir()) == []  # the venvs are gone
     table = bench.render(cases).splitlines()
-    assert table[0].split()[-5:] == ["pip", "/", "no", "spec", "ok"]
-    assert table[2].split()[-3:] == [f"{cases[1].vs_pip:.3f}", "-", "yes"]
+    assert table[0].split()[-8:] == ["pip", "/", "no", "spec", "/", "1", "batch", "ok"]
+    assert table[2].split()[-4:] == [f"{cases[1].vs_pip:.3f}", "-", "-", "yes"]
 
 
 def test_serving_cases_read_the_load_test_report(
@@ -52,6 +52,31 @@ def test_serving_cases_read_the_load_test_report(
     assert [(c.name, c.seconds, c.vs_plain) for c in cases[1:]] == [
         ("load: 34 requests, no speculation", 20.0, 1.0),
         ("load: 34 requests, EAGLE-3", 30.0, 1.5),
+    ]
+    assert cases[0].ok and list((tmp_path / "build").iterdir()) == []
+
+
+def test_pipeline_cases_read_the_pp_case_s_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The PP=2 case's two lines become two cases, each with its ratio to
+    the load with one batch in flight; the whole run is a case too."""
+    (tmp_path / "build").mkdir()
+
+    def fake_measure(name, args, root, *, cmd=None, env=None):  # type: ignore[no-untyped-def]
+        lines = [
+            '{"name": "overlapped", "requests": 24, "seconds": 6.0}',
+            '{"name": "one batch in flight", "requests": 24, "seconds": 10.0}',
+        ]
+        Path(env["VPQ_PIPELINE_REPORT"]).write_text("\n".join(lines) + "\n")
+        assert str(root / bench.PIPELINE_TEST) in cmd and "--outside-ci" in cmd
+        return bench.Case(name, 99.0, 1.0, True)
+
+    monkeypatch.setattr(bench, "measure", fake_measure)
+    cases = bench.pipeline_cases(tmp_path)
+    assert [(c.name, c.seconds, c.vs_one_batch) for c in cases[1:]] == [
+        ("PP=2: 24 requests, overlapped", 6.0, 0.6),
+        ("PP=2: 24 requests, one batch in flight", 10.0, 1.0),
     ]
     assert cases[0].ok and list((tmp_path / "build").iterdir()) == []
 

@@ -41,7 +41,8 @@ class Case:
     ratio to the baseline and, for a staircase case, to the cold staircase
     run of the same bench (``vs_cold``); for an installer case, to pip's
     case of its round (``vs_pip``); for a serving case, to the same load
-    served without speculation (``vs_plain``)."""
+    served without speculation (``vs_plain``); for a pipeline case, to the
+    same load with one batch in flight (``vs_one_batch``)."""
 
     name: str
     seconds: float
@@ -51,6 +52,7 @@ class Case:
     vs_cold: float | None = None
     vs_pip: float | None = None
     vs_plain: float | None = None
+    vs_one_batch: float | None = None
 
 
 def measure(
@@ -289,6 +291,37 @@ def serving_cases(root: Path) -> list[Case]:
     return [whole, *cases]
 
 
+#: The engine tier's PP=2 case that serves one load overlapped and under the
+#: one-batch rule (tests/engine/test_pipeline_parallel.py).
+PIPELINE_TEST = (
+    "tests/engine/test_pipeline_parallel.py::"
+    "test_pipeline_parallel_2_overlap_and_the_one_batch_rule_serve_one_load"
+)
+
+
+def pipeline_cases(root: Path) -> list[Case]:
+    """The PP=2 case run for its figures: the whole run, then each load's
+    wall time as the test measured it (``VPQ_PIPELINE_REPORT``), with
+    ``vs_one_batch`` the ratio to the load with one batch in flight. On the
+    CPU engine (two stages on two cores, EAGLE-3's kernels in Triton's
+    interpreter) this is not a GPU throughput figure."""
+    fd, name = tempfile.mkstemp(prefix="bench-pp-", suffix=".jsonl", dir=Workspace(root).build)
+    os.close(fd)
+    report = Path(name)
+    cmd = [sys.executable, "-m", "pytest", str(root / PIPELINE_TEST), "-q", "--outside-ci"]
+    env = {"VPQ_PIPELINE_REPORT": str(report), "PYTHONPATH": str(root / "scripts")}
+    whole = measure("PP=2: one load overlapped, one with one batch", [], root,
+                    cmd=[*cmd, "-p", "no:cacheprovider"], env=env)  # fmt: skip
+    rows = [json.loads(line) for line in report.read_text().splitlines()]
+    report.unlink(missing_ok=True)
+    cases = [Case(f"PP=2: {r['requests']} requests, {r['name']}", r["seconds"], 0.0, whole.ok)
+             for r in rows]  # fmt: skip
+    base = next((c for c in cases if c.name.endswith("one batch in flight")), None)
+    for c in cases:
+        c.vs_one_batch = round(c.seconds / base.seconds, 3) if base else None
+    return [whole, *cases]
+
+
 def run(
     root: Path,
     *,
@@ -298,13 +331,15 @@ def run(
     with_installers: bool = True,
     with_serving: bool = False,
     with_cold: bool = True,
+    with_pipeline: bool = False,
 ) -> list[Case]:
     """All cases (``with_builds=False``: no build cases); the native
     build is the baseline for the ratios. ``rebase_targets``: the staircase
     cases' releases (default ``STAIRCASE_RELEASES``; empty: none).
     ``with_installers``: the installer cases (``installer_cases``);
     ``with_serving``: the load test's cases (``serving_cases``);
-    ``with_cold``: the cold-path cases (``cold_cases``)."""
+    ``with_cold``: the cold-path cases (``cold_cases``); ``with_pipeline``:
+    the PP=2 overlap cases (``pipeline_cases``)."""
     pin = lock.load(root)
     out = Path(tempfile.mkdtemp(prefix="bench-", dir=Workspace(root).build))
     targets = list(STAIRCASE_RELEASES) if rebase_targets is None else rebase_targets
@@ -324,6 +359,8 @@ def run(
             cases += installer_cases(root, fetch.fetch(pin.name, art.filename, art.sha256))
         if with_serving:
             cases += serving_cases(root)
+        if with_pipeline:
+            cases += pipeline_cases(root)
         if with_cold:
             cases += cold_cases(root, build.common_txt(pin))
     finally:
@@ -343,13 +380,15 @@ def render(cases: list[Case]) -> str:
     baseline, and a staircase case's ratio to the cold staircase run."""
     w = max(len(c.name) for c in cases)
     head = f"{'case':<{w}}  {'wall s':>8}  {'peak RSS MiB':>12}  {'/ vLLM build':>12}"
-    lines = [head + f"  {'/ cold check':>12}  {'/ pip':>6}  {'/ no spec':>9}  ok"]
+    cols = f"  {'/ cold check':>12}  {'/ pip':>6}  {'/ no spec':>9}  {'/ 1 batch':>9}  ok"
+    lines = [head + cols]
     for c in cases:
-        ratio, cold, pip, plain = (
-            f"{x:.3f}" if x is not None else "-" for x in (c.ratio, c.vs_cold, c.vs_pip, c.vs_plain)
+        ratio, cold, pip, plain, one = (
+            f"{x:.3f}" if x is not None else "-"
+            for x in (c.ratio, c.vs_cold, c.vs_pip, c.vs_plain, c.vs_one_batch)
         )
         lines.append(
             f"{c.name:<{w}}  {c.seconds:>8.2f}  {c.peak_rss_mib:>12.1f}  {ratio:>12}  "
-            f"{cold:>12}  {pip:>6}  {plain:>9}  {'yes' if c.ok else 'NO'}"
+            f"{cold:>12}  {pip:>6}  {plain:>9}  {one:>9}  {'yes' if c.ok else 'NO'}"
         )
     return "\n".join(lines)
