@@ -650,8 +650,8 @@ SPY_ENV = "VPQ_ENGINE_SPY"
 SPY_INPUT_IDS = "vpq-spy: async input ids, negative: "
 #: and for every step the drafter runs, the batch's longest sequence;
 SPY_DRAFTED = "vpq-spy: drafted at max_seq_len: "
-#: and, from the engine core, for each step of its batch queue (pipeline
-#: parallel), the most batches in flight during it.
+#: and, from the engine core, for each step, the most batches in flight
+#: during it (1 without a batch queue).
 SPY_IN_FLIGHT = "vpq-spy: batches in flight: "
 
 
@@ -676,7 +676,15 @@ def spy() -> None:
         print(f"{SPY_IN_FLIGHT}{before + scheduled}", flush=True)
         return out
 
+    plain_step = EngineCore.step
+
+    def spied_plain_step(self):  # type: ignore[no-untyped-def]
+        # no batch queue: one batch at a time
+        print(f"{SPY_IN_FLIGHT}1", flush=True)
+        return plain_step(self)
+
     EngineCore.step_with_batch_queue = spied_step  # type: ignore[method-assign]
+    EngineCore.step = spied_plain_step  # type: ignore[method-assign]
 
     prepare, propose = CPUModelRunner._prepare_input_ids, CPUModelRunner.propose_draft_token_ids
 
