@@ -79,10 +79,11 @@ MIXED = tuple(tuple(p) for p in PROMPTS) + tuple((t,) for t in (20, 21, 22, 23, 
 #: A token budget of four speculative steps' worth: a few requests per batch.
 BUDGET = (("max_num_batched_tokens", 16),)
 SPY = ((cpu_shims.SPY_ENV, "1"),)
-OVERLAP = Run("llama-top", pp=2, args=BUDGET, prompts=MIXED, env=SPY)
+#: Then two image requests (Kimi-K2.5's vision tower on the first stage).
+OVERLAP = Run("llama-top", pp=2, args=BUDGET, prompts=MIXED, env=SPY, images=2)
 #: The same load on one stage, scheduled as pipeline parallel with a drafter
-#: schedules (synchronously): the acceptance to match.
-ONE_STAGE = Run("llama-top", args=(*BUDGET, ("async_scheduling", False)), prompts=MIXED)
+#: schedules (synchronously): the acceptance and the image outputs to match.
+ONE_STAGE = Run("llama-top", args=(*BUDGET, ("async_scheduling", False)), prompts=MIXED, images=2)
 
 
 def _in_flight(result: dict, backend: str) -> int:
@@ -96,11 +97,15 @@ def _in_flight(result: dict, backend: str) -> int:
 
 def test_pipeline_parallel_2_overlaps_batches_losslessly_with_a_drafter(engine, backend) -> None:
     """Two batches in flight, every output the oracle's (the target's greedy
-    tokens without speculation), drafts accepted as on one stage."""
+    tokens without speculation), drafts accepted as on one stage; the image
+    requests' outputs are one stage's."""
     r = engine(OVERLAP)
     assert _in_flight(r, backend) == 2, "the stages never overlapped two batches"
     assert outputs(r) == [expected_tokens(list(p)) for p in MIXED]
     assert metrics(r) == metrics(engine(ONE_STAGE)), (metrics(r), metrics(engine(ONE_STAGE)))
+    images = [o["token_ids"] for o in ok(r)["batches"]["images"]["outputs"]]
+    one = [o["token_ids"] for o in ok(engine(ONE_STAGE))["batches"]["images"]["outputs"]]
+    assert images == one and all(images), (images, one)
     assert metrics(r)["accepted_per_pos"][0] >= metrics(r)["num_drafts"] / 2, metrics(r)
 
 
