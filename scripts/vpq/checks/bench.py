@@ -27,6 +27,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from vpq.core.files import write_atomic
 from vpq.core.workspace import Workspace
@@ -262,6 +263,23 @@ def cold_cases(root: Path, common_txt: bytes, *, engine: bool = True) -> list[Ca
     return cases
 
 
+def _reported_run(
+    root: Path, label: str, test: str, report_env: str, *args: str
+) -> tuple[Case, list[dict[str, Any]]]:
+    """Run the engine-tier ``test`` (with ``args``) as one measured case,
+    and the rows it wrote, one JSON object a line, to the file named by
+    ``$report_env`` (a temporary file under build/, removed after)."""
+    fd, name = tempfile.mkstemp(prefix="bench-report-", suffix=".jsonl", dir=Workspace(root).build)
+    os.close(fd)
+    report = Path(name)
+    cmd = [sys.executable, "-m", "pytest", str(root / test), *args, "-q", "-p", "no:cacheprovider"]
+    env = {report_env: str(report), "PYTHONPATH": str(root / "scripts")}
+    whole = measure(label, [], root, cmd=cmd, env=env)
+    rows = [json.loads(line) for line in report.read_text().splitlines()]
+    report.unlink(missing_ok=True)
+    return whole, rows
+
+
 #: The engine tier's load case that serves the same 34 requests from two
 #: ``vllm serve`` processes, EAGLE-3 and none (tests/engine/test_server_load.py).
 LOAD_TEST = (
@@ -275,14 +293,8 @@ def serving_cases(root: Path) -> list[Case]:
     ``vs_plain`` the ratio to the load served without speculation. On the
     CPU engine (EAGLE-3's kernels in Triton's interpreter) this is not a
     GPU throughput figure."""
-    fd, name = tempfile.mkstemp(prefix="bench-load-", suffix=".jsonl", dir=Workspace(root).build)
-    os.close(fd)
-    report = Path(name)
-    cmd = [sys.executable, "-m", "pytest", str(root / LOAD_TEST), "-q", "-p", "no:cacheprovider"]
-    env = {"VPQ_LOAD_REPORT": str(report), "PYTHONPATH": str(root / "scripts")}
-    whole = measure("load test: two vllm serve, one load each", [], root, cmd=cmd, env=env)
-    rows = [json.loads(line) for line in report.read_text().splitlines()]
-    report.unlink(missing_ok=True)
+    whole, rows = _reported_run(root, "load test: two vllm serve, one load each",
+                                LOAD_TEST, "VPQ_LOAD_REPORT")  # fmt: skip
     cases = [Case(f"load: {r['requests']} requests, {r['name']}", r["seconds"], 0.0, whole.ok)
              for r in rows]  # fmt: skip
     plain = next((c for c in cases if c.name.endswith("no speculation")), None)
@@ -305,15 +317,8 @@ def pipeline_cases(root: Path) -> list[Case]:
     ``vs_one_batch`` the ratio to the load with one batch in flight. On the
     CPU engine (two stages on two cores, EAGLE-3's kernels in Triton's
     interpreter) this is not a GPU throughput figure."""
-    fd, name = tempfile.mkstemp(prefix="bench-pp-", suffix=".jsonl", dir=Workspace(root).build)
-    os.close(fd)
-    report = Path(name)
-    cmd = [sys.executable, "-m", "pytest", str(root / PIPELINE_TEST), "-q", "--outside-ci"]
-    env = {"VPQ_PIPELINE_REPORT": str(report), "PYTHONPATH": str(root / "scripts")}
-    whole = measure("PP=2: one load overlapped, one with one batch", [], root,
-                    cmd=[*cmd, "-p", "no:cacheprovider"], env=env)  # fmt: skip
-    rows = [json.loads(line) for line in report.read_text().splitlines()]
-    report.unlink(missing_ok=True)
+    whole, rows = _reported_run(root, "PP=2: one load overlapped, one with one batch",
+                                PIPELINE_TEST, "VPQ_PIPELINE_REPORT", "--outside-ci")  # fmt: skip
     cases = [Case(f"PP=2: {r['requests']} requests, {r['name']}", r["seconds"], 0.0, whole.ok)
              for r in rows]  # fmt: skip
     base = next((c for c in cases if c.name.endswith("one batch in flight")), None)
