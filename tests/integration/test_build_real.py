@@ -50,6 +50,7 @@ EXPECTED_CHANGED = (
     "vllm/v1/engine/core.py",
     "vllm/v1/engine/detokenizer.py",
     "vllm/v1/engine/output_processor.py",
+    "vllm/v1/executor/abstract.py",
     "vllm/v1/executor/multiproc_executor.py",
     "vllm/v1/sample/rejection_sampler.py",
     "vllm/v1/spec_decode/eagle.py",

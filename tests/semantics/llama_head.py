@@ -142,3 +142,53 @@ def speculative_config(target: str, drafter: str, pp: int, **kw: object):  # typ
         num_speculative_tokens=2,
         **kw,
     )
+
+
+def scheduler(tmp_path: Path, batched_tokens: int, **scheduler_kw: object):  # type: ignore[no-untyped-def]
+    """The real ``Scheduler`` of an EAGLE-3 deployment (this module's tiny
+    Llama target and head, 2 speculative tokens, one stage) with a KV cache
+    of 64 blocks of 16 of its own, since no worker sizes it here.
+    ``scheduler_kw`` goes to its ``SchedulerConfig``."""
+    from vllm.config import (
+        CacheConfig,
+        CompilationConfig,
+        CompilationMode,
+        DeviceConfig,
+        ModelConfig,
+        SchedulerConfig,
+        VllmConfig,
+    )
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    target = write_target_config(tmp_path / "target")
+    head = write_head_config(tmp_path / "drafter")
+    vc = VllmConfig(
+        model_config=ModelConfig(model=target, skip_tokenizer_init=True, max_model_len=256),
+        speculative_config=speculative_config(target, head, pp=1),
+        device_config=DeviceConfig(device="cpu"),
+        scheduler_config=SchedulerConfig(
+            max_num_batched_tokens=batched_tokens,
+            max_num_seqs=4,
+            max_model_len=256,
+            is_encoder_decoder=False,
+            enable_chunked_prefill=True,
+            **scheduler_kw,
+        ),
+        cache_config=CacheConfig(block_size=16, enable_prefix_caching=False),
+        compilation_config=CompilationConfig(mode=CompilationMode.NONE),
+    )
+    vc.cache_config.num_gpu_blocks = 64
+    spec = FullAttentionSpec(block_size=16, num_kv_heads=1, head_size=16, dtype=torch.float32)
+    kv = KVCacheConfig(
+        num_blocks=64, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)]
+    )
+    sched = Scheduler(
+        vllm_config=vc,
+        kv_cache_config=kv,
+        structured_output_manager=StructuredOutputManager(vc),
+        block_size=16,
+    )
+    assert sched.use_eagle
+    return sched

@@ -34,49 +34,11 @@ IMAGE_OFFSET, IMAGE_LEN, PROMPT_LEN = 8, 16, 48
 
 
 def _scheduler(tmp_path, chunk: int):  # type: ignore[no-untyped-def]
-    from vllm.config import (
-        CacheConfig,
-        CompilationConfig,
-        CompilationMode,
-        DeviceConfig,
-        ModelConfig,
-        SchedulerConfig,
-        VllmConfig,
-    )
+    """The real ``Scheduler`` with an encoder cache sized by hand (a
+    text-only target has none)."""
     from vllm.v1.core.encoder_cache_manager import EncoderCacheManager
-    from vllm.v1.core.sched.scheduler import Scheduler
-    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
-    from vllm.v1.structured_output import StructuredOutputManager
 
-    target = llama_head.write_target_config(tmp_path / "target")
-    vc = VllmConfig(
-        model_config=ModelConfig(model=target, skip_tokenizer_init=True, max_model_len=256),
-        speculative_config=llama_head.speculative_config(
-            target, llama_head.write_head_config(tmp_path / "drafter"), pp=1
-        ),
-        device_config=DeviceConfig(device="cpu"),
-        scheduler_config=SchedulerConfig(
-            max_num_batched_tokens=chunk,
-            max_num_seqs=4,
-            max_model_len=256,
-            is_encoder_decoder=False,
-            enable_chunked_prefill=True,
-        ),
-        cache_config=CacheConfig(block_size=16, enable_prefix_caching=False),
-        compilation_config=CompilationConfig(mode=CompilationMode.NONE),
-    )
-    vc.cache_config.num_gpu_blocks = 64
-    spec = FullAttentionSpec(block_size=16, num_kv_heads=1, head_size=16, dtype=torch.float32)
-    kv = KVCacheConfig(
-        num_blocks=64, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)]
-    )
-    sched = Scheduler(
-        vllm_config=vc,
-        kv_cache_config=kv,
-        structured_output_manager=StructuredOutputManager(vc),
-        block_size=16,
-    )
-    assert sched.use_eagle
+    sched = llama_head.scheduler(tmp_path, batched_tokens=chunk)
     sched.encoder_cache_manager = EncoderCacheManager(cache_size=64)
     sched.max_num_encoder_input_tokens = 64
     return sched

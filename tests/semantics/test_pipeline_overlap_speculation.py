@@ -23,8 +23,6 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import torch
-
 from tests.semantics import llama_head
 from tests.semantics.unpatched import fails_unpatched_with
 
@@ -33,50 +31,9 @@ PROMPT = [5, 6, 7, 8, 9, 10, 11, 12]
 
 
 def _scheduler(tmp_path):  # type: ignore[no-untyped-def]
-    """The real ``Scheduler`` of an EAGLE-3 deployment, with a small KV
-    cache of its own (no worker sizes it here)."""
-    from vllm.config import (
-        CacheConfig,
-        CompilationConfig,
-        CompilationMode,
-        DeviceConfig,
-        ModelConfig,
-        SchedulerConfig,
-        VllmConfig,
-    )
-    from vllm.v1.core.sched.scheduler import Scheduler
-    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
-    from vllm.v1.structured_output import StructuredOutputManager
-
-    target = llama_head.write_target_config(tmp_path / "target")
-    head = llama_head.write_head_config(tmp_path / "drafter")
-    vc = VllmConfig(
-        model_config=ModelConfig(model=target, skip_tokenizer_init=True, max_model_len=256),
-        speculative_config=llama_head.speculative_config(target, head, pp=1),
-        device_config=DeviceConfig(device="cpu"),
-        scheduler_config=SchedulerConfig(
-            max_num_batched_tokens=64,
-            max_num_seqs=4,
-            max_model_len=256,
-            is_encoder_decoder=False,
-            enable_chunked_prefill=True,
-            async_scheduling=False,
-        ),
-        cache_config=CacheConfig(block_size=16, enable_prefix_caching=False),
-        compilation_config=CompilationConfig(mode=CompilationMode.NONE),
-    )
-    vc.cache_config.num_gpu_blocks = 64
-    spec = FullAttentionSpec(block_size=16, num_kv_heads=1, head_size=16, dtype=torch.float32)
-    kv = KVCacheConfig(
-        num_blocks=64, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)]
-    )
-    sched = Scheduler(
-        vllm_config=vc,
-        kv_cache_config=kv,
-        structured_output_manager=StructuredOutputManager(vc),
-        block_size=16,
-    )
-    assert sched.use_eagle and sched.num_spec_tokens == K
+    """The real ``Scheduler`` of an EAGLE-3 deployment, synchronous."""
+    sched = llama_head.scheduler(tmp_path, batched_tokens=64, async_scheduling=False)
+    assert sched.num_spec_tokens == K
     return sched
 
 

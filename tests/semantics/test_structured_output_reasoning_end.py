@@ -94,6 +94,7 @@ def _request(output: list[int], grammar: RecordingGrammar) -> SimpleNamespace:
     return SimpleNamespace(
         structured_output_request=so, use_structured_output=True,
         prompt_token_ids=prompt, all_token_ids=prompt + output,
+        num_tokens=len(prompt) + len(output),
         num_computed_tokens=len(prompt), num_output_placeholders=0,
     )  # fmt: skip
 
