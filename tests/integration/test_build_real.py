@@ -23,6 +23,7 @@ EXPECTED_CHANGED = (
     "vllm/config/speculative.py",
     "vllm/config/vllm.py",
     "vllm/distributed/kv_transfer/kv_connector/v1/example_hidden_states_connector.py",
+    "vllm/entrypoints/cli/serve.py",
     "vllm/entrypoints/openai/chat_completion/serving.py",
     "vllm/entrypoints/openai/run_batch.py",
     "vllm/entrypoints/openai/server_utils.py",
