@@ -57,7 +57,8 @@ def test_a_headless_node_stops_when_the_head_node_s_store_is_gone() -> None:
     )
     node = None
     try:
-        assert _line(head) == "up", "harness error: the head node's store did not start"
+        if _line(head) != "up":
+            raise RuntimeError("harness error: the head node's store did not start")
         node = subprocess.Popen(
             [sys.executable, "-m", "tests.semantics.headless_node", str(port), str(WAIT_S)],
             cwd=REPO_ROOT,
