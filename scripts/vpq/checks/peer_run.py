@@ -183,9 +183,10 @@ def make_envs(root: Path, wheel: Path, changed: list[str], work: Path) -> Envs:
     sdist = fetch.fetch(pin.name, pin.sdist.filename, pin.sdist.sha256)
     base = engine_env.base_env(root, build.common_txt(pin))
     files = engine_env.overlay_files(wheel, [n for n in changed if n != VERSION_FILE])
+    tools = peer_env.tools_of(sdist)
     with progress.step("peer tests: the unpatched and patched environments"):
-        unpatched = peer_env.control_env(base)
-        patched = peer_env.patched_env(base, files)
+        unpatched = peer_env.control_env(base, tools)
+        patched = peer_env.patched_env(base, files, tools)
     tree = peer_env.extract_tests(sdist, work / f"upstream-{pin.version}")
     return Envs(unpatched, patched, tree, pin.version, peer_env.hub_home(work / "hf-home"))
 

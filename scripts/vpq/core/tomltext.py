@@ -202,3 +202,33 @@ def set_value(text: str, path: Path, key: str, value: object, where: str) -> str
     else:
         block.lines.insert(at[-1][1] if at else len(block.lines), line)
     return _checked(join(blocks), expect, where)
+
+
+def map_value(
+    text: str, path: Path, key: str, fn: Callable[[Any], Any], where: str
+) -> tuple[str, int]:
+    """``text`` with ``key`` of the table at ``path`` (or of each element of
+    the array of tables there) set to ``fn(its value)``, where it has the
+    key; how many values changed.
+
+    Raises:
+        TomlTextError: ``text`` is not TOML, or the result is not the
+            intended data.
+    """
+    expect = copy.deepcopy(_parsed(text, where))
+    node: Any = expect
+    for part in path:
+        node = node.get(part, {}) if isinstance(node, dict) else {}
+    for table in node if isinstance(node, list) else [node]:
+        if isinstance(table, dict) and key in table:
+            table[key] = fn(table[key])
+    blocks = split(text)
+    count = 0
+    for block in (b for b in blocks if b.path == path):
+        old = block.data().get(key)
+        if old is None or (new := fn(old)) == old:
+            continue
+        i, j = next((i, j) for i, j, k in _statements(block.lines) if k == key)
+        block.lines[i:j] = [tomli_w.dumps({key: new})]
+        count += 1
+    return _checked(join(blocks), expect, where), count

@@ -9,7 +9,11 @@ their text by tables (``vpq.core.tomltext``: comments and layout stay):
   patches go (``[releases]`` stays);
 - ``peer-expected.toml``: the ``[[expected]]`` entries of dropped patches go;
 - ``peer-tests.toml``: the tables of files the series no longer changes
-  go (``[ci]`` stays);
+  go (``[ci]`` stays); a chosen upstream test file the new release does
+  not have follows it where the release has exactly one file of that name
+  (upstream moved it: in the tables, ``[ci]`` and ``peer-expected.toml``),
+  else it goes, and a table left without tests says so in its ``why``
+  (``peer_paths``);
 - ``advisories.toml``: an advisory whose carrying patch was dropped, and
   any other advisory fixed at or before the new release, becomes
   ``fixed-upstream`` (its ``fixed-in`` set to the new release where it had
@@ -22,9 +26,9 @@ of what ``follow`` returns, for the report and the changelog.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from functools import partial
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from vpq.core import tomltext
@@ -101,6 +105,82 @@ def _ci(root: Path) -> list[str]:
     return [f"{PEER_FILE}: [ci]: {len(ci) - len(keep)} case(s) of unchosen files removed"]
 
 
+def test_moves(chosen: Collection[str], tests: Collection[str]) -> dict[str, str | None]:
+    """Each ``chosen`` test file that ``tests`` (the new release's) lacks ->
+    the one file of the same name there, or None (none, or several)."""
+    by_name: dict[str, list[str]] = {}
+    for t in tests:
+        by_name.setdefault(PurePosixPath(t).name, []).append(t)
+    out: dict[str, str | None] = {}
+    for c in sorted(set(chosen) - set(tests)):
+        same = by_name.get(PurePosixPath(c).name, [])
+        out[c] = same[0] if len(same) == 1 else None
+    return out
+
+
+def _moved(selector: str, moves: dict[str, str | None]) -> str | None:
+    """``selector`` (a file or a node id in it) after ``moves``; None: gone."""
+    file, sep, rest = selector.partition("::")
+    if file not in moves:
+        return selector
+    new = moves[file]
+    return None if new is None else new + sep + rest
+
+
+def _follow_list(values: list[str], moves: dict[str, str | None]) -> list[str]:
+    """``values`` moved, the gone left out, each once."""
+    return list(dict.fromkeys(n for v in values if (n := _moved(v, moves)) is not None))
+
+
+def _peer_tables(text: str, moves: dict[str, str | None], version: str, where: str) -> str:
+    """``peer-tests.toml``'s text with its tables and ``[ci]`` following ``moves``."""
+    for key, table in tomllib.loads(text).items():
+        old = table.get("tests", [])
+        new = _follow_list(old, moves)
+        if new == old:
+            continue
+        text = tomltext.set_value(text, (key,), "tests", new, where)
+        if not new and key != "ci" and not table.get("why"):
+            gone = ", ".join(t for t in old if moves.get(t) is None)
+            why = (
+                f"upstream {version} has no {gone} (the move found no one file of that name "
+                "to follow): choose again, `python -m vpq peer-tests --candidates`"
+            )
+            text = tomltext.set_value(text, (key,), "why", why, where)
+    return text
+
+
+def peer_paths(root: Path, tests: Collection[str], version: str) -> list[str]:
+    """``peer-tests.toml`` and ``peer-expected.toml`` following upstream's
+    test files to ``version``, whose ``tests/`` holds ``tests``; a line per
+    file followed or gone."""
+    path, expected = root / PEER_FILE, root / EXPECTED_FILE
+    if not path.is_file() or not tests:
+        return []
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return []  # _cut has said so
+    moves = test_moves({t for k, v in data.items() if k != "ci" for t in v.get("tests", [])}, tests)
+    if not moves:
+        return []
+    new = _peer_tables(text, moves, version, str(path))
+    if expected.is_file():
+        etext, _ = tomltext.drop_tables(
+            expected.read_text(encoding="utf-8"),
+            lambda p, d: p == ("expected",) and _moved(str(d.get("test", "")), moves) is None,
+            str(expected),
+        )
+        etext, _ = tomltext.map_value(
+            etext, ("expected",), "test", lambda t: _moved(t, moves), str(expected)
+        )
+        write_atomic(expected, etext.encode())
+    write_atomic(path, new.encode())
+    return [f"{PEER_FILE}: {old} -> {to or f'gone (upstream {version} has no file of that name)'}"
+            for old, to in moves.items()]  # fmt: skip
+
+
 def _fixed(a: advisories.Advisory, dropped: set[str], version: str) -> bool:
     """Whether the move makes ``a`` fixed upstream."""
     if a.status == "carried":
@@ -131,9 +211,12 @@ def _advisories(root: Path, dropped: set[str], version: str) -> list[str]:
     return lines
 
 
-def follow(root: Path, dropped: Sequence[str], version: str) -> list[str]:
+def follow(
+    root: Path, dropped: Sequence[str], version: str, tests: Collection[str] = ()
+) -> list[str]:
     """Bring the ledgers of ``root`` (whose ``series`` is already the
-    moved one) to the move to ``version`` that dropped ``dropped``; one line
+    moved one) to the move to ``version`` that dropped ``dropped`` and
+    whose ``tests/`` holds ``tests`` (none given: the test paths stay); one line
     per edit. A ledger that is malformed, or whose edit would not give the
     intended data, is left as it was, with a line saying why (the move has
     already written the series: it does not stop here; ``vpq lint`` names
@@ -143,6 +226,7 @@ def follow(root: Path, dropped: Sequence[str], version: str) -> list[str]:
     steps: list[Callable[[], list[str]]] = [
         *(partial(_cut, root, name, drop) for name, drop in drops.items()),
         partial(_ci, root),
+        partial(peer_paths, root, tests, version),
         partial(_advisories, root, gone, version),
     ]
     lines: list[str] = []

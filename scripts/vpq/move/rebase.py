@@ -496,7 +496,8 @@ def _write_inputs(root: Path, repo: Path, state: State, outcomes: list[Outcome])
         write_atomic(root / probe.PROBES_FILE, probes)
     lock.dump(new, root)
     dropped = [p.name for p in old_patches if p.name not in kept]
-    edited = ledgers.follow(root, dropped, new.version)
+    tests = g.out(["ls-tree", "-r", "--name-only", state.new_ref, "--", "tests/"], repo)
+    edited = ledgers.follow(root, dropped, new.version, tests.splitlines())
     signals = {o.patch: o.signal for o in outcomes if o.patch in dropped}
     if changelog.record(root, old.version, new, changelog.absorbed_of(old_patches, signals)):
         edited.append(f"{changelog.CHANGELOG_FILE}: the move and {len(dropped)} dropped patch(es)")
