@@ -64,7 +64,9 @@ checks this, and that there is no cycle):
   CPU engine's, upstream's tests/ tree, the Hub stand-ins),
   ``checks.peer_run`` (each file run on both), ``checks.peer_report``
   (regressions, what the tests that did not run need, the report),
-  ``checks.peer_backports`` (backport-tests.toml: a backport's source tests);
+  ``checks.peer_backports`` (backport-tests.toml: a backport's source tests),
+  ``checks.peer_moved`` (the new release's tests on a moved series: the
+  move check's peer step);
 - ``checks.lints``: the lint composition, every lint ``vpq lint`` runs and
   ``vpq export`` checks before it writes, in order;
 - on top: ``cli`` and ``__main__`` (argument parsing, error mapping).

