@@ -55,6 +55,14 @@ def engine_args(port: int) -> SimpleNamespace:
     )
 
 
+def cli_args() -> SimpleNamespace:
+    """What ``run_headless`` reads of the parsed ``vllm serve --headless``
+    arguments before ``from_cli_args`` (0.17.1 reads the first; 0.32.0 and
+    0.33.0 the second as well). vLLM's own parser cannot stand in: it
+    builds ``EngineArgs`` defaults, which need a device."""
+    return SimpleNamespace(api_server_count=0, reasoning_parser_plugin=None)
+
+
 def main(port: int, wait_s: float) -> None:
     import vllm
     from vllm.entrypoints.cli import serve
@@ -62,7 +70,7 @@ def main(port: int, wait_s: float) -> None:
     StandInExecutor.wait_s = wait_s
     serve.MultiprocExecutor = StandInExecutor  # type: ignore[assignment,misc]
     vllm.AsyncEngineArgs.from_cli_args = lambda args: engine_args(port)  # type: ignore[assignment,method-assign]
-    serve.run_headless(SimpleNamespace(api_server_count=0))  # type: ignore[arg-type]
+    serve.run_headless(cli_args())  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":
