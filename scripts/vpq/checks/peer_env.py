@@ -19,15 +19,16 @@ environment.
 
 The Hub is offline. ``hub_home`` writes an ``HF_HOME`` whose cache holds
 declared stand-ins (``HUB_STANDINS``) for the few Hub repositories a peer
-file needs only a tokenizer's special tokens from: the tests run unchanged,
-against the stand-in, on both sides alike.
+file needs only a tokenizer's special tokens or a config from (no weights):
+the tests run unchanged, against the stand-in, on both sides alike.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -46,11 +47,59 @@ TOOL_NAMES = ("pytest", "pluggy", "iniconfig", "pytest-asyncio", "pytest-timeout
 #: Where a release's sdist pins them (pip-compile output), newest layout first.
 TEST_REQUIREMENTS = ("requirements/test/cpu.txt", "requirements/test.txt")
 #: Hub repositories served from a local cache, and what stands in for them.
-HUB_STANDINS = {
-    "moonshotai/Kimi-K2-Instruct": "the fixture's tokenizer "
-    "(vpq.checkpoints.fixture.write_tokenizer): Kimi-K2's think and tool-call "
-    "markers as single special tokens, a byte-level BPE",
+#: facebook/opt-125m's ``config.json`` as the Hub has it: the scheduler's
+#: tests (``tests/v1/core/utils.py``) build a ``ModelConfig`` of it and load
+#: no weights.
+OPT_125M_CONFIG = {
+    "_name_or_path": "facebook/opt-125m",
+    "activation_dropout": 0.0,
+    "activation_function": "relu",
+    "architectures": ["OPTForCausalLM"],
+    "attention_dropout": 0.0,
+    "bos_token_id": 2,
+    "do_layer_norm_before": True,
+    "dropout": 0.1,
+    "eos_token_id": 2,
+    "ffn_dim": 3072,
+    "hidden_size": 768,
+    "init_std": 0.02,
+    "layerdrop": 0.0,
+    "max_position_embeddings": 2048,
+    "model_type": "opt",
+    "num_attention_heads": 12,
+    "num_hidden_layers": 12,
+    "pad_token_id": 1,
+    "prefix": "</s>",
+    "torch_dtype": "float16",
+    "transformers_version": "4.21.0.dev0",
+    "use_cache": True,
+    "vocab_size": 50272,
+    "word_embed_proj_dim": 768,
 }
+
+
+def _write_opt_125m(snapshot: Path) -> None:
+    """opt-125m's config, with the fixture's tokenizer for its own."""
+    fixture.write_tokenizer(snapshot)
+    text = json.dumps(OPT_125M_CONFIG, indent=2, sort_keys=True) + "\n"
+    (snapshot / "config.json").write_text(text)
+
+
+#: Each stand-in: what it is (the report's words) and what writes its snapshot.
+STANDINS: dict[str, tuple[str, Callable[[Path], None]]] = {
+    "moonshotai/Kimi-K2-Instruct": (
+        "the fixture's tokenizer (vpq.checkpoints.fixture.write_tokenizer): Kimi-K2's "
+        "think and tool-call markers as single special tokens, a byte-level BPE",
+        fixture.write_tokenizer,
+    ),
+    "facebook/opt-125m": (
+        "its config.json (peer_env.OPT_125M_CONFIG), no weights, and the fixture's "
+        "tokenizer: the scheduler's tests build a ModelConfig of it",
+        _write_opt_125m,
+    ),
+}
+#: The stand-ins as the report names them.
+HUB_STANDINS = {repo: what for repo, (what, _) in STANDINS.items()}
 #: The revision the stand-ins are cached under (``refs/main``).
 STANDIN_REVISION = "0" * 40
 #: What the extracted test tree holds, relative to the sdist's top directory.
@@ -132,14 +181,16 @@ def tools_of(sdist: Path) -> tuple[str, ...]:
 
 def hub_home(dest: Path) -> Path:
     """A fresh ``HF_HOME`` at ``dest`` whose hub cache holds ``HUB_STANDINS``
-    (used with ``HF_HUB_OFFLINE=1``, so nothing else resolves)."""
+    (used with ``HF_HUB_OFFLINE=1``, so nothing else resolves); absolute,
+    as the tests run in another directory."""
+    dest = dest.resolve()
     if dest.exists():
         shutil.rmtree(dest)
-    for repo in HUB_STANDINS:
+    for repo, (_, write) in STANDINS.items():
         cache = dest / "hub" / f"models--{repo.replace('/', '--')}"
         snapshot = cache / "snapshots" / STANDIN_REVISION
         snapshot.mkdir(parents=True)
-        fixture.write_tokenizer(snapshot)
+        write(snapshot)
         (cache / "refs").mkdir()
         (cache / "refs" / "main").write_text(STANDIN_REVISION)
     return dest
