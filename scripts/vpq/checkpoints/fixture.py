@@ -236,15 +236,15 @@ def write_tokenizer(dest: Path) -> None:
         "clean_up_tokenization_spaces": False,
         "chat_template": CHAT_TEMPLATE,
     }
-    _write_json(dest / "tokenizer_config.json", config)
-    _write_json(dest / "special_tokens_map.json", special_map)
+    write_json(dest / "tokenizer_config.json", config)
+    write_json(dest / "special_tokens_map.json", special_map)
 
 
 def write_image_processor(dest: Path) -> None:
     """``preprocessor_config.json`` and the processor module it names."""
     src = Path(__file__).with_name(f"{IMAGE_PROCESSOR_MODULE}.py")
     shutil.copyfile(src, dest / src.name)
-    _write_json(
+    write_json(
         dest / "preprocessor_config.json",
         {
             "auto_map": {"AutoImageProcessor": f"{IMAGE_PROCESSOR_MODULE}.{IMAGE_PROCESSOR_CLASS}"},
@@ -278,7 +278,7 @@ def write_tiny_kimi_k25(dest: Path, num_layers: int = NUM_LAYERS) -> Path:
         **KIMI_K25_TOP_LEVEL,
         "torch_dtype": "bfloat16",
     }
-    _write_json(dest / "config.json", cfg)
+    write_json(dest / "config.json", cfg)
     write_tokenizer(dest)
     write_image_processor(dest)
     return dest
@@ -348,7 +348,7 @@ def write_eagle3_head(
     """
     dest.mkdir(parents=True, exist_ok=True)
     cfg = eagle3_head_config(shape, aux_layer_ids, max_position_embeddings=max_position_embeddings)
-    _write_json(dest / "config.json", cfg)
+    write_json(dest / "config.json", cfg)
     return dest
 
 
@@ -524,7 +524,7 @@ def speculators_eagle3_config(
 def write_speculators_eagle3_head(dest: Path, **kwargs: object) -> Path:
     """Write ``dest/config.json``: ``speculators_eagle3_config(**kwargs)``."""
     dest.mkdir(parents=True, exist_ok=True)
-    _write_json(dest / "config.json", speculators_eagle3_config(**kwargs))  # type: ignore[arg-type]
+    write_json(dest / "config.json", speculators_eagle3_config(**kwargs))  # type: ignore[arg-type]
     return dest
 
 
@@ -569,5 +569,6 @@ def write_tiny_checkpoints(dest: Path, weights: bool = True) -> list[Path]:
     return [target, *head_dirs]
 
 
-def _write_json(path: Path, obj: object) -> None:
+def write_json(path: Path, obj: object) -> None:
+    """``obj`` as JSON at ``path``: sorted keys, two-space indent, a final newline."""
     path.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")

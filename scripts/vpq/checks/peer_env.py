@@ -26,7 +26,6 @@ the tests run unchanged, against the stand-in, on both sides alike.
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -46,7 +45,6 @@ from vpq.envs.venv import cached, envs_dir
 TOOL_NAMES = ("pytest", "pluggy", "iniconfig", "pytest-asyncio", "pytest-timeout", "tblib")
 #: Where a release's sdist pins them (pip-compile output), newest layout first.
 TEST_REQUIREMENTS = ("requirements/test/cpu.txt", "requirements/test.txt")
-#: Hub repositories served from a local cache, and what stands in for them.
 #: facebook/opt-125m's ``config.json`` as the Hub has it: the scheduler's
 #: tests (``tests/v1/core/utils.py``) build a ``ModelConfig`` of it and load
 #: no weights.
@@ -81,11 +79,11 @@ OPT_125M_CONFIG = {
 def _write_opt_125m(snapshot: Path) -> None:
     """opt-125m's config, with the fixture's tokenizer for its own."""
     fixture.write_tokenizer(snapshot)
-    text = json.dumps(OPT_125M_CONFIG, indent=2, sort_keys=True) + "\n"
-    (snapshot / "config.json").write_text(text)
+    fixture.write_json(snapshot / "config.json", OPT_125M_CONFIG)
 
 
-#: Each stand-in: what it is (the report's words) and what writes its snapshot.
+#: Hub repositories served from a local cache: what stands in for each (the
+#: report's words) and what writes its snapshot.
 STANDINS: dict[str, tuple[str, Callable[[Path], None]]] = {
     "moonshotai/Kimi-K2-Instruct": (
         "the fixture's tokenizer (vpq.checkpoints.fixture.write_tokenizer): Kimi-K2's "
