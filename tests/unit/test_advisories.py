@@ -20,11 +20,13 @@ from tests.unit.tiny_upstream import Upstream
 GID = "GHSA-7972-pg2x-xr59"
 PATCH = "mod/change-f10.patch"
 CARRIED = {
-    "cve": "CVE-2026-27893",
     "severity": "high",
     "summary": "hard-coded trust_remote_code",
-    "affected": "< 0.18.0",
-    "fixed-in": "0.18.0",
+    "impact": "code-execution",
+    "affected": "< 1.1",  # the tiny upstream's pin is 1.0
+    "aliases": ["CVE-2026-27893"],
+    "source": ["https://osv.dev/vulnerability/GHSA-7972-pg2x-xr59"],
+    "fixed-in": "1.1",
     "upstream": ["https://github.com/vllm-project/vllm/pull/36192"],
     "status": "carried",
     "patch": PATCH,
@@ -47,7 +49,7 @@ def test_a_carried_entry_whose_patch_has_its_trailer_is_clean(one_patch: Upstrea
     _trailer(one_patch.root)
     assert advisories.lint(one_patch.root) == []
     (a,) = advisories.load(one_patch.root)
-    assert (a.id, a.status, a.patch, a.fixed_in) == (GID, "carried", PATCH, "0.18.0")
+    assert (a.id, a.status, a.patch, a.fixed_in) == (GID, "carried", PATCH, "1.1")
 
 
 def test_no_ledger_and_no_trailers_is_clean(one_patch: Upstream) -> None:
@@ -58,9 +60,13 @@ def test_no_ledger_and_no_trailers_is_clean(one_patch: Upstream) -> None:
     ("change", "message"),
     [
         ({"severity": "severe"}, "key 'severity' must be one of critical, high, moderate, low"),
+        ({"impact": "bad"}, "key 'impact' must be one of code-execution, cross-request"),
         ({"status": "fixed"}, "key 'status' must be one of carried, not-affected, open"),
-        ({"upstream": []}, "key 'upstream' must be a non-empty list of URLs"),
-        ({"cve": "2026-1"}, "key 'cve' must look like CVE-2026-12345"),
+        ({"source": []}, "key 'source' must be a non-empty list of URLs"),
+        ({"upstream": ["not a url"]}, "key 'upstream' must be a non-empty list of URLs"),
+        ({"aliases": ["2026-1"]}, "key 'aliases' must be a list of GHSA, CVE or PYSEC ids"),
+        ({"affected": "before 0.18"}, "key 'affected' must be PEP 440 specifiers"),
+        ({"cve": "CVE-2026-1234"}, "unknown key 'cve'"),
         ({"fixed-in": "soon"}, "key 'fixed-in' is not a release version"),
         ({"summary": ""}, "key 'summary' must be a non-empty string"),
         ({"colour": "red"}, "unknown key 'colour'"),
@@ -80,7 +86,7 @@ def test_a_missing_key_and_a_bad_id_are_named(one_patch: Upstream) -> None:
     entry = {k: v for k, v in CARRIED.items() if k != "severity"}
     _ledger(one_patch.root, {"GHSA-nope": entry})
     problems = advisories.lint(one_patch.root)
-    assert any("'GHSA-nope' is not a GHSA id" in p for p in problems), problems
+    assert any("'GHSA-nope' is not a GHSA, CVE or PYSEC id" in p for p in problems), problems
     assert any("GHSA-nope: missing key 'severity'" in p for p in problems), problems
 
 
@@ -154,8 +160,39 @@ def test_vpq_lint_reports_the_ledger(one_patch: Upstream, capsys) -> None:
     assert f"no 'Advisory: {GID}' trailer" in capsys.readouterr().err
 
 
+def _adv(status: str = "open", **more: object) -> advisories.Advisory:
+    """A good entry built in code."""
+    fields: dict[str, object] = {
+        "id": GID, "severity": "high", "summary": "s", "impact": "code-execution",
+        "affected": "< 0.18.0", "aliases": (), "source": ("https://x",), "status": status,
+        "fixed_in": "0.18.0",
+    }  # fmt: skip
+    return advisories.Advisory(**(fields | more))  # type: ignore[arg-type]
+
+
+def test_an_entry_whose_range_excludes_the_pin_is_a_problem(one_patch: Upstream) -> None:
+    """The tiny upstream's pin is 1.0: a range that stops before it names no
+    advisory this ledger keeps, unless upstream has the fix (fixed-upstream)."""
+    entry = {k: v for k, v in CARRIED.items() if k != "patch"} | {
+        "status": "open",
+        "mitigation": "a proxy",
+    }
+    _ledger(one_patch.root, {GID: entry | {"affected": "< 0.18.0"}})
+    (problem,) = advisories.lint(one_patch.root)
+    assert "key 'affected' '< 0.18.0' does not include the pin, vllm 1.0" in problem
+    _ledger(one_patch.root, {GID: entry | {"affected": "< 0.18.0 || >= 0.30, < 2.0"}})
+    assert advisories.lint(one_patch.root) == []
+
+
+def test_ids_and_cve_read_the_aliases() -> None:
+    a = _adv(aliases=("CVE-2026-27893", "GHSA-2222-3333-4444"))
+    assert a.cve == "CVE-2026-27893"
+    assert a.ids == (GID, "CVE-2026-27893", "GHSA-2222-3333-4444")
+    assert advisories.includes(a, "0.17.1") and not advisories.includes(a, "0.18.0")
+
+
 def test_fixed_at_is_from_fixed_in_on() -> None:
-    a = advisories.Advisory(GID, "high", "s", "< 0.18.0", ("https://x",), "open", "0.18.0")
+    a = _adv()
     assert [advisories.fixed_at(a, v) for v in ("0.17.1", "0.18.0", "0.19.1")] == [
         False,
         True,
@@ -165,7 +202,7 @@ def test_fixed_at_is_from_fixed_in_on() -> None:
 
 
 def test_the_staircase_shows_an_advisory_fixed_from_its_release() -> None:
-    a = advisories.Advisory(GID, "high", "s", "< 0.18.0", ("https://x",), "carried", "0.18.0")
+    a = _adv("carried")
     (row,) = staircase.advisory_rows([a], ["0.17.2", "0.18.0", "0.19.0"])
     assert row.cells == {"0.17.2": "affected", "0.18.0": "fixed", "0.19.0": "fixed"}
     table = staircase.Staircase("0.17.1", ["0.17.2", "0.18.0"], {}, [], advisories=[row])
@@ -174,15 +211,15 @@ def test_the_staircase_shows_an_advisory_fixed_from_its_release() -> None:
 
 
 def test_readme_block_is_replaced_between_its_markers(tmp_path: Path) -> None:
-    a = advisories.Advisory(GID, "high", "s", "< 0.18.0", ("https://x",), "open", "0.18.0",
-                            mitigation="a proxy")  # fmt: skip
+    a = _adv(mitigation="a proxy")
     page = tmp_path / advisories.TABLE_PAGE
     page.parent.mkdir(parents=True)
     page.write_text(f"intro\n{advisories.BEGIN}\nold\n{advisories.END}\nend\n")
     assert advisories.write_readme(tmp_path, [a])
     text = page.read_text()
     assert text.startswith("intro\n") and text.endswith("\nend\n") and "old" not in text
-    assert f"[{GID}](https://github.com/advisories/{GID}) | high | s | 0.18.0 | " in text
+    row = f"| [{GID}](https://osv.dev/vulnerability/{GID}) | high | code-execution | s | 0.18.0 | "
+    assert row in text
     assert not advisories.write_readme(tmp_path, [a])
     page.write_text("no markers\n")
     with pytest.raises(advisories.AdvisoryError, match="wants one line"):

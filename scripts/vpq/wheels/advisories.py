@@ -1,7 +1,11 @@
 """The security advisory ledger: ``advisories.toml``.
 
 One table per published vLLM advisory whose affected range includes the
-pinned release, keyed by its GHSA id, each with our status: ``carried`` (a
+pinned release, keyed by its GHSA id (or its CVE or PYSEC id where no GHSA
+was published), each with where it was read (``source``), every alias, the
+severity as published (``unrated`` where none is), the affected range as
+published (PEP 440 specifiers; ranges joined by `` || ``) and our status:
+``carried`` (a
 patch in ``series`` fixes it and says so with an ``Advisory: GHSA-...``
 trailer), ``not-affected`` (why, and a test that checks the reason in
 code), ``open`` (what an operator can do meanwhile) or ``fixed-upstream``
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, cast, get_args
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from vpq.core.errors import VpqError
@@ -27,16 +32,33 @@ from vpq.source import lock, probe, series
 
 LEDGER_FILE = "advisories.toml"
 Status = Literal["carried", "not-affected", "open", "fixed-upstream"]
-Severity = Literal["critical", "high", "moderate", "low"]
+#: As published by GitHub or the CNA; ``unrated``: no rating is published.
+Severity = Literal["critical", "high", "moderate", "low", "unrated"]
+#: What the bug lets an attacker do (the ledger's ``impact``).
+Impact = Literal[
+    "code-execution",
+    "cross-request",
+    "engine-crash",
+    "dos",
+    "ssrf",
+    "auth-bypass",
+    "info-leak",
+    "other",
+]
 STATUSES: tuple[Status, ...] = get_args(Status)
 SEVERITIES: tuple[Severity, ...] = get_args(Severity)
+IMPACTS: tuple[Impact, ...] = get_args(Impact)
 #: GitHub's advisory ids: three groups of four from its 32-letter alphabet.
 GHSA_RE = re.compile(r"^GHSA(-[23456789cfghjmpqrvwx]{4}){3}$")
 CVE_RE = re.compile(r"^CVE-\d{4}-\d{4,}$")
+PYSEC_RE = re.compile(r"^PYSEC-\d{4}-\d+$")
+#: Ids an entry may be keyed by or list as an alias.
+ID_RES = (GHSA_RE, CVE_RE, PYSEC_RE)
 #: A patch's trailer naming the advisory it fixes (one line per advisory).
 TRAILER_RE = re.compile(r"^Advisory: (\S+)[ \t]*$", re.MULTILINE)
-_REQUIRED = ("severity", "summary", "affected", "upstream", "status")
-_OPTIONAL = ("cve", "fixed-in", "patch", "reason", "check", "mitigation")
+_REQUIRED = ("severity", "summary", "impact", "affected", "aliases", "source", "status")
+_TEXTS = ("fixed-in", "patch", "reason", "check", "mitigation", "note")
+_OPTIONAL = ("upstream", *_TEXTS)
 #: What each status needs besides the common keys.
 _NEEDS: dict[Status, tuple[str, ...]] = {
     "carried": ("patch",),
@@ -62,15 +84,28 @@ class Advisory:
     id: str
     severity: Severity
     summary: str
+    impact: Impact
     affected: str
-    upstream: tuple[str, ...]
+    aliases: tuple[str, ...]
+    source: tuple[str, ...]
     status: Status
+    upstream: tuple[str, ...] = ()
     fixed_in: str | None = None
-    cve: str | None = None
     patch: str | None = None
     reason: str | None = None
     check: str | None = None
     mitigation: str | None = None
+    note: str | None = None
+
+    @property
+    def cve(self) -> str | None:
+        """The CVE id among the entry's own and its aliases, if any."""
+        return next((i for i in (self.id, *self.aliases) if CVE_RE.match(i)), None)
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """The entry's id and every alias."""
+        return (self.id, *self.aliases)
 
 
 def _text(raw: dict[str, object], key: str, where: str, problems: list[str]) -> str | None:
@@ -85,29 +120,45 @@ def _text(raw: dict[str, object], key: str, where: str, problems: list[str]) -> 
     return value
 
 
-def _checked(gid: str, raw: dict[str, object], where: str) -> list[str]:
-    """What is wrong with one entry's keys and values, each naming the key."""
-    problems = [f"{where}: {gid!r} is not a GHSA id (GHSA-xxxx-xxxx-xxxx)"] * (
-        not GHSA_RE.match(gid)
-    )
-    problems += [f"{where}: unknown key {k!r}" for k in raw if k not in _REQUIRED + _OPTIONAL]
-    problems += [f"{where}: missing key {k!r}" for k in _REQUIRED if k not in raw]
-    if "severity" in raw and raw["severity"] not in SEVERITIES:
-        problems.append(f"{where}: key 'severity' must be one of {', '.join(SEVERITIES)}")
-    status = raw.get("status")
-    if "status" in raw and status not in STATUSES:
-        problems.append(f"{where}: key 'status' must be one of {', '.join(STATUSES)}")
-    elif status in STATUSES:
-        needs = _NEEDS[status]
-        problems += [f"{where}: status {status!r} needs key {k!r}" for k in needs if k not in raw]
-    up = raw.get("upstream")
-    if "upstream" in raw and not (
-        isinstance(up, list) and up and all(isinstance(u, str) and "://" in u for u in up)
-    ):
-        problems.append(f"{where}: key 'upstream' must be a non-empty list of URLs")
-    cve = raw.get("cve")
-    if cve is not None and not (isinstance(cve, str) and CVE_RE.match(cve)):
-        problems.append(f"{where}: key 'cve' must look like CVE-2026-12345, not {cve!r}")
+def is_advisory_id(text: str) -> bool:
+    """Whether ``text`` is a GHSA, CVE or PYSEC id."""
+    return any(r.match(text) for r in ID_RES)
+
+
+def _strings(raw: dict[str, object], key: str) -> list[str] | None:
+    """``raw[key]`` when it is a list of strings, else None."""
+    value = raw.get(key)
+    ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+    return cast(list[str], value) if ok else None
+
+
+def _list_problems(raw: dict[str, object], where: str) -> list[str]:
+    """What is wrong with the list keys: ``aliases`` (ids), ``source`` and
+    ``upstream`` (URLs; ``source`` non-empty)."""
+    problems = []
+    aliases = _strings(raw, "aliases")
+    if "aliases" in raw and (aliases is None or not all(map(is_advisory_id, aliases))):
+        problems.append(f"{where}: key 'aliases' must be a list of GHSA, CVE or PYSEC ids")
+    for key, empty_ok in (("source", False), ("upstream", True)):
+        urls = _strings(raw, key)
+        if key in raw and (urls is None or not (urls or empty_ok) or
+                           not all("://" in u for u in urls)):  # fmt: skip
+            problems.append(f"{where}: key {key!r} must be a non-empty list of URLs")
+    return problems
+
+
+def _value_problems(raw: dict[str, object], where: str) -> list[str]:
+    """What is wrong with ``severity``, ``impact``, ``affected`` and ``fixed-in``."""
+    problems = []
+    for key, allowed in (("severity", SEVERITIES), ("impact", IMPACTS)):
+        if key in raw and raw[key] not in allowed:
+            problems.append(f"{where}: key {key!r} must be one of {', '.join(allowed)}")
+    affected = raw.get("affected")
+    if isinstance(affected, str) and affected.strip() and ranges(affected) is None:
+        problems.append(
+            f"{where}: key 'affected' must be PEP 440 specifiers, ranges joined by ' || ' "
+            f"(as in '>= 0.10.1, < 0.18.0'), not {affected!r}"
+        )
     fixed = raw.get("fixed-in")
     if fixed is not None:
         try:
@@ -117,10 +168,24 @@ def _checked(gid: str, raw: dict[str, object], where: str) -> list[str]:
     return problems
 
 
+def _checked(gid: str, raw: dict[str, object], where: str) -> list[str]:
+    """What is wrong with one entry's keys and values, each naming the key."""
+    problems = [f"{where}: {gid!r} is not a GHSA, CVE or PYSEC id"] * (not is_advisory_id(gid))
+    problems += [f"{where}: unknown key {k!r}" for k in raw if k not in _REQUIRED + _OPTIONAL]
+    problems += [f"{where}: missing key {k!r}" for k in _REQUIRED if k not in raw]
+    status = raw.get("status")
+    if "status" in raw and status not in STATUSES:
+        problems.append(f"{where}: key 'status' must be one of {', '.join(STATUSES)}")
+    elif status in STATUSES:
+        needs = _NEEDS[status]
+        problems += [f"{where}: status {status!r} needs key {k!r}" for k in needs if k not in raw]
+    return problems + _list_problems(raw, where) + _value_problems(raw, where)
+
+
 def _entry(gid: str, raw: dict[str, object], where: str, problems: list[str]) -> Advisory | None:
     """The ``Advisory`` for a table, or None (with its problems) when it is bad."""
     bad = _checked(gid, raw, where)
-    texts = {k: _text(raw, k, where, bad) for k in ("summary", "affected") + _OPTIONAL}
+    texts = {k: _text(raw, k, where, bad) for k in ("summary", "affected", *_TEXTS)}
     problems += bad
     if bad:
         return None
@@ -128,16 +193,33 @@ def _entry(gid: str, raw: dict[str, object], where: str, problems: list[str]) ->
         id=gid,
         severity=cast(Severity, raw["severity"]),
         summary=str(texts["summary"]),
+        impact=cast(Impact, raw["impact"]),
         affected=str(texts["affected"]),
-        upstream=tuple(cast(list[str], raw["upstream"])),
+        aliases=tuple(cast(list[str], raw["aliases"])),
+        source=tuple(cast(list[str], raw["source"])),
         status=cast(Status, raw["status"]),
+        upstream=tuple(cast(list[str], raw.get("upstream", []))),
         fixed_in=texts["fixed-in"],
-        cve=texts["cve"],
         patch=texts["patch"],
         reason=texts["reason"],
         check=texts["check"],
         mitigation=texts["mitigation"],
+        note=texts["note"],
     )
+
+
+def ranges(text: str) -> list[SpecifierSet] | None:
+    """The affected ranges of ``text`` (specifier sets joined by ``||``),
+    or None where one is not PEP 440."""
+    try:
+        return [SpecifierSet(part.replace(" ", "")) for part in text.split("||")]
+    except InvalidSpecifier:
+        return None
+
+
+def includes(a: Advisory, version: str) -> bool:
+    """Whether ``version`` lies in the advisory's affected range as published."""
+    return any(r.contains(version, prereleases=True) for r in ranges(a.affected) or [])
 
 
 def parse(root: Path) -> tuple[list[Advisory], list[str]]:
@@ -192,6 +274,9 @@ def _against_series(
                 f"{where}: key 'patch': patches/{a.patch} has no 'Advisory: {a.id}' trailer "
                 "in its header"
             ]
+    if a.status != "fixed-upstream" and pin is not None and not includes(a, pin):
+        return [f"{where}: key 'affected' {a.affected!r} does not include the pin, vllm {pin}: "
+                "an advisory that does not cover the pin has no entry"]  # fmt: skip
     if a.status == "not-affected" and a.check and not probe._defined(root, a.check):
         return [f"{where}: key 'check' names {a.check!r}, which is not a test in this repository"]
     return []
@@ -259,17 +344,22 @@ def _ours(a: Advisory) -> str:
     return f"**open**: {a.mitigation}"
 
 
+def _ident(a: Advisory) -> str:
+    """The "advisory" cell: the id, linked to OSV, and its aliases."""
+    ident = f"[{a.id}](https://osv.dev/vulnerability/{a.id})"
+    return ident + (f" ({', '.join(a.aliases)})" if a.aliases else "")
+
+
 def markdown(entries: list[Advisory]) -> str:
-    """The docs' table: id, severity, upstream fix release, our status."""
+    """The docs' table: id and aliases, severity, impact, upstream fix release, our status."""
     lines = [
-        "| advisory | severity | what | fixed upstream in | here |",
-        "|---|---|---|---|---|",
+        "| advisory | severity | impact | what | fixed upstream in | here |",
+        "|---|---|---|---|---|---|",
     ]
     for a in entries:
-        ident = f"[{a.id}](https://github.com/advisories/{a.id})"
-        ident += f" ({a.cve})" if a.cve else ""
         lines.append(
-            f"| {ident} | {a.severity} | {a.summary} | {a.fixed_in or 'no release'} | {_ours(a)} |"
+            f"| {_ident(a)} | {a.severity} | {a.impact} | {a.summary} | "
+            f"{a.fixed_in or 'no release'} | {_ours(a)} |"
         )
     return "\n".join(lines)
 
