@@ -1,7 +1,8 @@
 """nox sessions: thin wiring over the ``vpq`` package in scripts/.
 
 nox -s build_wheel            apply the series, build + audit wheels into dist/
-nox -s publish                package index + requirements.txt + constraints.txt in dist/
+nox -s publish                package index, requirements/constraints, VEX document in dist/
+nox -s osv                    advisories.toml against OSV's records (network; not CI)
 nox -s tests                  every test tier, fastest first: unit, integration, gpu, engine (CPU)
 nox -s unit                   the unit tier alone (tests/unit; docs/tests.md times it)
 nox -s rebase_upstream        move the pin to a new upstream release (docs/rebase.md)
@@ -51,7 +52,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 BUILD_DEPS = PYPROJECT["project"]["dependencies"]
 #: Those and the optional ones: ``--backend setuptools``, the fixtures.
 OPTIONAL = PYPROJECT["project"]["optional-dependencies"]
-DEPS = [*BUILD_DEPS, *OPTIONAL["native"], *OPTIONAL["fixtures"]]
+DEPS = [*BUILD_DEPS, *OPTIONAL["native"], *OPTIONAL["fixtures"], *OPTIONAL["vex"]]
 
 #: The pinned linters and what mypy needs to see the tool's imports
 #: (pyproject.toml's ``lint`` dependency group; .pre-commit-config.yaml
@@ -100,9 +101,18 @@ def build_wheel(session: nox.Session) -> None:
 @nox.session
 def publish(session: nox.Session) -> None:
     """A static package index (PEP 503/691, hashed links), requirements.txt
-    (our wheel by hash) and constraints.txt next to dist/'s wheels; see docs/fleet.md,
-    'Deploying to a fleet'. Args go to `vpq publish`."""
+    (our wheel by hash), constraints.txt and the VEX document (vex.cdx.json, from
+    advisories.toml) next to dist/'s wheels; see docs/fleet.md, 'Deploying to a
+    fleet'. Args go to `vpq publish`."""
     _vpq(session, "publish")
+
+
+@nox.session
+def osv(session: nox.Session) -> None:
+    """advisories.toml against OSV's vllm records (network): names each advisory
+    covering the pin that the ledger lacks, or whose range, severity or aliases
+    differ; see docs/advisories.md. `-- --require-network` fails without one."""
+    _vpq(session, "osv")
 
 
 @nox.session

@@ -201,12 +201,13 @@ def _print_manifest(version: str, man: Mapping[str, Any]) -> None:
         print(f"  patch: {p['name']}  sha256 {p['sha256'][:16]}  [{p.get('upstream_status')}]")
 
 
-def check() -> None:
-    """The install check: print the installed vLLM's version and patch
-    manifest, and raise ``Failed`` unless the version, its local label and
-    ``vllm.__version__`` agree with the manifest and ``supports_eagle3``
-    holds for every architecture it claims (imported from the module the
-    manifest names for it: ``claims_from``)."""
+def check(vex: Vex | None = None, list_advisories: bool = False) -> None:
+    """The install check: print the installed vLLM's version, patch
+    manifest and advisory status (``advisory_line``; every advisory with
+    ``list_advisories``), and raise ``Failed`` unless the version, its local
+    label and ``vllm.__version__`` agree with the manifest and
+    ``supports_eagle3`` holds for every architecture it claims (imported
+    from the module the manifest names for it: ``claims_from``)."""
     try:
         dist = md.distribution("vllm")
     except md.PackageNotFoundError:
@@ -216,6 +217,9 @@ def check() -> None:
         raise Failed(f"vllm {dist.version} has no {MANIFEST}: this is not a patch-queue build")
     man = json.loads(text)
     _print_manifest(dist.version, man)
+    print(f"  {advisory_line(dist.version, man, vex)}")
+    if list_advisories:
+        print_advisories(man, vex)
     if dist.version != man["version"]:
         raise Failed(f"installed version {dist.version} != manifest version {man['version']}")
     if dist.version.partition("+")[2] != man["local_label"]:
@@ -237,6 +241,88 @@ def check() -> None:
         if not supports_eagle3(cls):
             raise Failed(f"{arch} does not support EAGLE-3 in this install")
         print(f"  supports_eagle3({arch}) = True")
+
+
+# --------------------------------------------------------------------------
+# Advisories: the wheel's own fixes (manifest) and the VEX document
+# --------------------------------------------------------------------------
+
+#: The VEX document ``nox -s publish`` writes beside the wheels (CycloneDX
+#: 1.6; vpq.wheels.vex); looked for beside this script unless ``--vex`` names it.
+VEX_FILE = "vex.cdx.json"
+#: CycloneDX analysis states as the one line counts them.
+_STATE_WORDS = {"resolved": "fixed", "not_affected": "not affected", "exploitable": "open"}
+
+
+@dataclass(frozen=True)
+class Vex:
+    """The advisories a VEX document lists for one wheel version."""
+
+    path: Path
+    version: str
+    rows: tuple[tuple[str, str, str, str], ...]  # id, severity, state, detail
+
+
+def fixed_by_patches(man: Mapping[str, Any]) -> list[str]:
+    """The advisory ids the wheel's patches name in their ``Advisory:`` trailers."""
+    return sorted({a for p in man.get("patches", []) for a in p.get("advisories", [])})
+
+
+def read_vex(path: Path) -> Vex:
+    """``path``'s CycloneDX VEX document.
+
+    Raises:
+        Failed: not a readable CycloneDX document with one subject version.
+    """
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        version = str(doc["metadata"]["component"]["version"])
+        rows = tuple(
+            (
+                str(v["id"]),
+                str((v.get("ratings") or [{}])[0].get("severity", "unknown")),
+                str(v["analysis"]["state"]),
+                str(v["analysis"].get("detail", "")),
+            )
+            for v in doc.get("vulnerabilities", [])
+        )
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+        raise Failed(f"{path}: not a CycloneDX VEX document vpq publish wrote ({exc})") from None
+    return Vex(path, version, rows)
+
+
+def find_vex(explicit: str | None) -> Vex | None:
+    """The VEX document ``--vex`` names, else the one beside this script, if any."""
+    path = Path(explicit) if explicit else Path(__file__).resolve().with_name(VEX_FILE)
+    if explicit is None and not path.is_file():
+        return None
+    return read_vex(path)
+
+
+def advisory_line(version: str, man: Mapping[str, Any], vex: Vex | None) -> str:
+    """The installed wheel's advisory status in one line."""
+    fixed = fixed_by_patches(man)
+    own = f"this wheel's patches fix {len(fixed)}"
+    if vex is None:
+        return (
+            f"advisories: {own}; the open ones are in {VEX_FILE} (nox -s publish writes it), "
+            "not found beside verify_install.py: pass --vex PATH"
+        )
+    if vex.version != version:
+        return f"advisories: {own}; {vex.path} is for vllm {vex.version}, not this install"
+    counts = {w: sum(r[2] == s for r in vex.rows) for s, w in _STATE_WORDS.items()}
+    told = ", ".join(f"{n} {w}" for w, n in counts.items())
+    return f"advisories: {len(vex.rows)} covering this wheel ({told}); --advisories lists them"
+
+
+def print_advisories(man: Mapping[str, Any], vex: Vex | None) -> None:
+    """Every advisory: the VEX document's rows, else the patches' own fixes."""
+    if vex is None:
+        for gid in fixed_by_patches(man):
+            print(f"  {gid}: fixed by this wheel's patches")
+        return
+    for gid, severity, state, detail in vex.rows:
+        print(f"  {gid} [{severity}] {_STATE_WORDS.get(state, state)}: {detail}")
 
 
 # --------------------------------------------------------------------------
@@ -2261,11 +2347,13 @@ def main(argv: list[str] | None = None) -> int:
         "preflight a target + EAGLE-3 drafter pair offline.",
     )
     add_preflight_arguments(ap)
+    ap.add_argument("--advisories", action="store_true", help="list every advisory's status")
+    ap.add_argument("--vex", metavar="PATH", help=f"the {VEX_FILE} to read (default: beside this)")
     ns = ap.parse_args(argv)  # unknown flags: usage error, exit 2
     if ns.model or ns.drafter or ns.json or ns.strict or ns.no_vllm:
         return preflight_entry(ns)
     try:
-        check()
+        check(find_vex(ns.vex), ns.advisories)
     except Failed as exc:
         print(f"verify_install: FAILED: {exc}", file=sys.stderr)
         return 1

@@ -35,7 +35,9 @@ checks this, and that there is no cycle):
   ``wheels.audit`` (built vs upstream wheel), ``wheels.build`` (the
   pipeline: pin -> patched tree -> audited wheels), ``wheels.publish`` (a
   package index beside the wheels), ``wheels.advisories`` (the security
-  advisory ledger, ``advisories.toml``, held to the series);
+  advisory ledger, ``advisories.toml``, held to the series), ``wheels.vex``
+  (the ledger as a CycloneDX VEX document), ``wheels.osv`` (the ledger
+  against OSV's records);
 - ``envs``: ``envs.venv`` (CPU venvs that import a wheel),
   ``envs.deps_lock`` (``cpu-deps.lock``: the deps venv's wheels by hash),
   ``envs.installer`` (local wheel files into a venv: uv where installed,

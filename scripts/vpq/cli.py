@@ -33,7 +33,7 @@ from vpq.envs import contract_run as contract
 from vpq.envs import deps_lock, engine_env
 from vpq.move import move_check, rebase, releases, staircase
 from vpq.source import fetch, lock, queue, series, tree
-from vpq.wheels import advisories, build, publish
+from vpq.wheels import advisories, build, osv, publish
 
 if TYPE_CHECKING:
     #: ``add_subparsers()``'s action: generic in typeshed only, so not at run time.
@@ -340,6 +340,31 @@ def cmd_advisories(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_osv(ns: argparse.Namespace) -> int:
+    """``vpq osv``: the ledger against OSV's vllm records; exit 1 when OSV
+    names what the ledger lacks or reads otherwise. Without a network: one
+    line, exit 0 (1 with ``--require-network``)."""
+    root = _root(ns)
+    entries = advisories.load(root)
+    pinned = lock.load(root)
+    pin, name = pinned.version, pinned.name
+    try:
+        vulns = osv.query(name, ns.url)
+    except osv.OsvUnreachable as exc:
+        print(f"{exc}; the ledger was not checked", file=sys.stderr)
+        return 1 if ns.require_network else 0
+    found = osv.records(vulns, name)
+    findings = osv.compare(entries, found, pin)
+    for f in findings:
+        print(f"{advisories.LEDGER_FILE}: {f.id}: {f.kind}: {f.text}")
+    covering = sum(r.includes(pin) for r in found)
+    print(
+        f"OSV: {len(found)} advisories for {name}, {covering} covering {pin}; "
+        f"the ledger holds {len(entries)}; {len(findings)} to settle"
+    )
+    return 1 if findings else 0
+
+
 def cmd_lock_deps(ns: argparse.Namespace) -> int:
     """``vpq lock-deps``: resolve the pinned release's CPU deps venv into
     cpu-deps.lock, the engine tier's base venv into
@@ -465,6 +490,14 @@ def _add_queue(sub: Subparsers, locking: argparse.ArgumentParser) -> None:
         help=f"write the table into {advisories.TABLE_PAGE} between its markers",
     )
     v.set_defaults(func=cmd_advisories)
+    o = sub.add_parser(
+        "osv", help=f"check {advisories.LEDGER_FILE} against OSV's records (needs the network)"
+    )
+    o.add_argument("--url", default=osv.QUERY_URL, help="OSV's query endpoint (%(default)s)")
+    o.add_argument(
+        "--require-network", action="store_true", help="exit 1 when OSV cannot be reached"
+    )
+    o.set_defaults(func=cmd_osv)
 
 
 def _add_rebase(sub: Subparsers, locking: argparse.ArgumentParser) -> None:

@@ -86,7 +86,8 @@ def test_build_context_holds_only_what_the_recipe_copies_and_mounts(tmp_path: Pa
     """.dockerignore, read with docker-py's own implementation of its rules."""
     from docker.utils.build import exclude_paths
 
-    for rel in ["dist/x.whl", "dist/simple/vllm/index.html", "scripts/verify_install.py",
+    for rel in ["dist/x.whl", "dist/simple/vllm/index.html", "dist/vex.cdx.json",
+                "scripts/verify_install.py",
                 "scripts/vpq/cli.py", "build/work/setup.py", ".nox/tests/bin/python",
                 "README.md"]:  # fmt: skip
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -94,7 +95,8 @@ def test_build_context_holds_only_what_the_recipe_copies_and_mounts(tmp_path: Pa
     ignore = (REPO_ROOT / ".dockerignore").read_text().splitlines()
     patterns = [ln for ln in ignore if ln.strip() and not ln.startswith("#")]
     sent = {p for p in exclude_paths(str(tmp_path), patterns) if (tmp_path / p).is_file()}
-    assert sent == {"dist/x.whl", "dist/simple/vllm/index.html", "scripts/verify_install.py"}
+    assert sent == {"dist/x.whl", "dist/simple/vllm/index.html", "dist/vex.cdx.json",
+                    "scripts/verify_install.py"}  # fmt: skip
     for source in _sources(Recipe(CONTAINERFILE, REPO_ROOT)):
         assert any(f == source.rstrip("/") or f.startswith(source.rstrip("/") + "/")
                    for f in sent), source  # fmt: skip
@@ -128,6 +130,7 @@ def test_recipe_turns_the_upstream_image_into_one_that_passes_verify_install(
     log = run_steps(recipe, python.parent, steps)
     version = next(iter(publish.wheels_in(published))).version
     assert f"vllm {version}" in log[-1] and "verify_install: OK" in log[-1], log[-1]
+    assert "covering this wheel" in log[-1], log[-1]  # the VEX document beside it was read
     shown = subprocess.run(
         [str(python), "-m", "pip", "list", "--format=freeze"],
         capture_output=True, text=True, env=offline_env(),

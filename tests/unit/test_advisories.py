@@ -60,6 +60,7 @@ def test_no_ledger_and_no_trailers_is_clean(one_patch: Upstream) -> None:
     ("change", "message"),
     [
         ({"severity": "severe"}, "key 'severity' must be one of critical, high, moderate, low"),
+        ({"justification": "x"}, "key 'justification' must be one of code_not_present"),
         ({"impact": "bad"}, "key 'impact' must be one of code-execution, cross-request"),
         ({"status": "fixed"}, "key 'status' must be one of carried, not-affected, open"),
         ({"source": []}, "key 'source' must be a non-empty list of URLs"),
@@ -145,8 +146,10 @@ def test_a_not_affected_entry_needs_a_reason_and_a_check_that_exists(one_patch: 
     problems = advisories.lint(one_patch.root)
     assert any("needs key 'reason'" in p for p in problems), problems
     assert any("needs key 'check'" in p for p in problems), problems
+    assert any("needs key 'justification'" in p for p in problems), problems
     check = "tests/test_reason.py::test_the_reason_holds"
-    _ledger(one_patch.root, {GID: entry | {"reason": "no such path", "check": check}})
+    reason = {"reason": "no such path", "justification": "code_not_present", "check": check}
+    _ledger(one_patch.root, {GID: entry | reason})
     (problem,) = advisories.lint(one_patch.root)
     assert f"key 'check' names {check!r}, which is not a test in this repository" in problem
     (one_patch.root / "tests").mkdir(exist_ok=True)

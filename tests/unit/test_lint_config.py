@@ -18,7 +18,9 @@ def _pyproject() -> dict[str, Any]:
 def _hook_requirements() -> set[str]:
     """Every quoted requirement in .pre-commit-config.yaml's hooks."""
     text = (REPO_ROOT / ".pre-commit-config.yaml").read_text()
-    return set(re.findall(r'"([A-Za-z0-9_.\-]+(?:[=<>!~]=?[^"]*)?)"', text))
+    return set(
+        re.findall(r'"([A-Za-z0-9_.\-]+(?:\[[A-Za-z0-9_,\-]+\])?(?:[=<>!~]=?[^"]*)?)"', text)
+    )
 
 
 def test_the_linters_are_pinned_exactly_in_the_lint_group() -> None:

@@ -84,6 +84,22 @@ def test_requirements_pin_the_one_version_with_every_wheels_hash(published: Path
     assert [h.strip() for h in hashes] == [f"sha256:{sha256_file(whl)}"]
 
 
+def test_the_vex_document_covers_the_wheels_version_and_the_ledger(one_patch: Upstream) -> None:
+    (one_patch.root / "advisories.toml").write_text(
+        '[GHSA-7972-pg2x-xr59]\nseverity = "high"\nsummary = "s"\nimpact = "code-execution"\n'
+        'affected = ">= 0.9"\naliases = []\nsource = ["https://osv.dev/x"]\nstatus = "open"\n'
+        'mitigation = "m"\n'
+    )
+    build.build_wheels(one_patch.root)
+    publish.publish(one_patch.root)
+    dist = one_patch.root / "dist"
+    doc = json.loads((dist / "vex.cdx.json").read_text())
+    assert doc["metadata"]["component"]["version"] == _wheel(dist).name.split("-")[1]
+    assert [(v["id"], v["analysis"]["state"]) for v in doc["vulnerabilities"]] == [
+        ("GHSA-7972-pg2x-xr59", "exploitable")
+    ]
+
+
 @pytest.mark.parametrize("source", ["index-url", "find-links"])
 def test_pip_installs_from_the_index_offline_with_hashes_required(
     published: Path, tmp_path: Path, source: str
@@ -146,7 +162,7 @@ def test_cli_publish_names_what_it_wrote(one_patch: Upstream) -> None:
     proc = run_cli(one_patch.root, "publish")
     assert proc.returncode == 0, proc.stderr
     dist = one_patch.root / "dist"
-    for rel in ["simple/vllm/index.html", "requirements.txt", "constraints.txt"]:
+    for rel in ["simple/vllm/index.html", "requirements.txt", "constraints.txt", "vex.cdx.json"]:
         assert f"wrote {dist / rel}" in proc.stdout
         assert (dist / rel).stat().st_mode & 0o777 == 0o644
 

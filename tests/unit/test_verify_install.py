@@ -131,3 +131,76 @@ def test_a_new_claimed_architecture_reaches_the_install_check_through_the_manife
     assert "note: the installed wheel's vpq_manifest.json records no eagle3_claims" in (
         capsys.readouterr().out
     )
+
+
+GID = "GHSA-7972-pg2x-xr59"
+
+
+def _advised_wheel(one_patch: Upstream, tmp_path: Path) -> tuple[md.Distribution, str]:
+    """one_patch's wheel built with an ``Advisory:`` trailer on its patch, its dist-info."""
+    (patch,) = (one_patch.root / "patches").rglob("*.patch")
+    text = patch.read_text()
+    patch.write_text(text.replace("Forwarded: no\n", f"Forwarded: no\nAdvisory: {GID}\n", 1))
+    (res,) = build.build_wheels(one_patch.root)
+    return _installed(res.wheel.path, tmp_path / "site"), res.wheel.version
+
+
+def _vex_for(version: str, path: Path) -> Path:
+    from vpq.wheels import advisories, vex
+
+    def adv(gid: str, status: advisories.Status, **keys: str) -> advisories.Advisory:
+        return advisories.Advisory(
+            id=gid, severity="high", summary="s", impact="dos", affected="< 9",
+            aliases=(), source=("https://osv.dev/x",), status=status, **keys,  # type: ignore[arg-type]
+        )  # fmt: skip
+
+    entries = [
+        adv(GID, "carried", patch="p.patch"),
+        adv("GHSA-2222-2222-2222", "open", mitigation="cap n"),
+    ]
+    path.write_text(vex.document(entries, "vllm", version))
+    return path
+
+
+def test_the_install_check_prints_the_advisory_status_in_one_line_and_all_with_a_flag(
+    one_patch: Upstream,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    dist, version = _advised_wheel(one_patch, tmp_path)
+    monkeypatch.setattr(md, "distribution", lambda name: dist)
+    _fake_vllm(monkeypatch, version)
+    path = _vex_for(version, tmp_path / "vex.cdx.json")
+    assert vi.main(["--vex", str(path)]) == 0
+    out = capsys.readouterr().out
+    (line,) = [ln for ln in out.splitlines() if "advisories:" in ln]
+    assert line.strip() == (
+        "advisories: 2 covering this wheel (1 fixed, 0 not affected, 1 open); "
+        "--advisories lists them"
+    )
+    assert vi.main(["--vex", str(path), "--advisories"]) == 0
+    out = capsys.readouterr().out
+    assert f"  {GID} [high] fixed: fixed by the series' patch p.patch" in out
+    assert "  GHSA-2222-2222-2222 [high] open: cap n" in out
+
+
+def test_without_a_vex_document_the_line_names_the_patches_fixes_and_where_to_put_it(
+    one_patch: Upstream, tmp_path: Path
+) -> None:
+    dist, version = _advised_wheel(one_patch, tmp_path)
+    man = json.loads(dist.read_text(vi.MANIFEST) or "{}")
+    assert vi.fixed_by_patches(man) == [GID]
+    line = vi.advisory_line(version, man, None)
+    assert line.startswith("advisories: this wheel's patches fix 1;") and "--vex PATH" in line
+    other = vi.read_vex(_vex_for("0.17.1+eagle3.00000000", tmp_path / "other.json"))
+    assert "is for vllm 0.17.1+eagle3.00000000, not this install" in (
+        vi.advisory_line(version, man, other)
+    )
+
+
+def test_a_file_that_is_not_a_vex_document_fails_naming_it(tmp_path: Path) -> None:
+    bad = tmp_path / "vex.cdx.json"
+    bad.write_text('{"bomFormat": "CycloneDX"}')
+    with pytest.raises(vi.Failed, match=r"vex.cdx.json: not a CycloneDX VEX document"):
+        vi.find_vex(str(bad))

@@ -7,8 +7,8 @@ severity as published (``unrated`` where none is), the affected range as
 published (PEP 440 specifiers; ranges joined by `` || ``) and our status:
 ``carried`` (a
 patch in ``series`` fixes it and says so with an ``Advisory: GHSA-...``
-trailer), ``not-affected`` (why, and a test that checks the reason in
-code), ``open`` (what an operator can do meanwhile) or ``fixed-upstream``
+trailer), ``not-affected`` (why, its VEX ``justification``, and a test that
+checks the reason in code), ``open`` (what an operator can do meanwhile) or ``fixed-upstream``
 (the pinned release has the fix: ``fixed-in`` is at or below the pin; a
 move of the pin sets it, ``vpq.move.ledgers``, keeping the ``patch`` that
 carried it as history). ``lint`` holds the ledger to the series both ways;
@@ -45,6 +45,13 @@ Impact = Literal[
     "info-leak",
     "other",
 ]
+#: Why an advisory does not apply, in CycloneDX's (and VEX's) terms.
+Justification = Literal[
+    "code_not_present", "code_not_reachable", "requires_configuration", "requires_dependency",
+    "requires_environment", "protected_by_compiler", "protected_at_runtime",
+    "protected_at_perimeter", "protected_by_mitigating_control",
+]  # fmt: skip
+JUSTIFICATIONS: tuple[Justification, ...] = get_args(Justification)
 STATUSES: tuple[Status, ...] = get_args(Status)
 SEVERITIES: tuple[Severity, ...] = get_args(Severity)
 IMPACTS: tuple[Impact, ...] = get_args(Impact)
@@ -57,12 +64,12 @@ ID_RES = (GHSA_RE, CVE_RE, PYSEC_RE)
 #: A patch's trailer naming the advisory it fixes (one line per advisory).
 TRAILER_RE = re.compile(r"^Advisory: (\S+)[ \t]*$", re.MULTILINE)
 _REQUIRED = ("severity", "summary", "impact", "affected", "aliases", "source", "status")
-_TEXTS = ("fixed-in", "patch", "reason", "check", "mitigation", "note")
+_TEXTS = ("fixed-in", "patch", "reason", "justification", "check", "mitigation", "note")
 _OPTIONAL = ("upstream", *_TEXTS)
 #: What each status needs besides the common keys.
 _NEEDS: dict[Status, tuple[str, ...]] = {
     "carried": ("patch",),
-    "not-affected": ("reason", "check"),
+    "not-affected": ("reason", "justification", "check"),
     "open": ("mitigation",),
     "fixed-upstream": ("fixed-in",),
 }
@@ -93,6 +100,7 @@ class Advisory:
     fixed_in: str | None = None
     patch: str | None = None
     reason: str | None = None
+    justification: Justification | None = None
     check: str | None = None
     mitigation: str | None = None
     note: str | None = None
@@ -150,7 +158,8 @@ def _list_problems(raw: dict[str, object], where: str) -> list[str]:
 def _value_problems(raw: dict[str, object], where: str) -> list[str]:
     """What is wrong with ``severity``, ``impact``, ``affected`` and ``fixed-in``."""
     problems = []
-    for key, allowed in (("severity", SEVERITIES), ("impact", IMPACTS)):
+    keyed = (("severity", SEVERITIES), ("impact", IMPACTS), ("justification", JUSTIFICATIONS))
+    for key, allowed in keyed:
         if key in raw and raw[key] not in allowed:
             problems.append(f"{where}: key {key!r} must be one of {', '.join(allowed)}")
     affected = raw.get("affected")
@@ -202,6 +211,7 @@ def _entry(gid: str, raw: dict[str, object], where: str, problems: list[str]) ->
         fixed_in=texts["fixed-in"],
         patch=texts["patch"],
         reason=texts["reason"],
+        justification=cast(Justification | None, texts["justification"]),
         check=texts["check"],
         mitigation=texts["mitigation"],
         note=texts["note"],

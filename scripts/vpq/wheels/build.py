@@ -35,8 +35,8 @@ from vpq.core.files import write_atomic
 from vpq.core.workspace import Workspace
 from vpq.source import fetch, lock, queue, series, tree
 from vpq.source import git as g
+from vpq.wheels import advisories, native, wheel
 from vpq.wheels import audit as audit_module
-from vpq.wheels import native, wheel
 from vpq.wheels.audit import AuditReport, audit, compare_backends
 
 LABEL_PREFIX = "eagle3"
@@ -192,6 +192,8 @@ def manifest(prep: Prepared, platform: str, label: str) -> dict[str, object]:
                 "sha256": p.sha256,
                 "subject": p.subject,
                 "upstream_status": p.upstream_status,
+                # the advisories it fixes (its header's trailers), for verify_install.py
+                "advisories": advisories.TRAILER_RE.findall(p.body),
             }
             for p in prep.patches
         ],

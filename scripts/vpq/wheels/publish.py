@@ -6,6 +6,7 @@
     simple/<project>/index.html  .../index.json      one link per wheel, with #sha256=
     requirements.txt                                 our wheel pinned by hash
     constraints.txt                                  upstream's runtime requirements
+    vex.cdx.json                                     the advisory ledger as CycloneDX VEX
 
 pip and uv read ``simple/`` from disk (``--index-url file://.../simple``) or
 the directory itself (``--find-links``), with no network. The links are
@@ -361,8 +362,18 @@ def _requires_dist(wheels: list[Wheel], project: str, dist: Path) -> tuple[str, 
     return mine[0].requires_dist
 
 
+def _vex(root: Path, wheels: list[Wheel], project: str) -> dict[str, bytes]:
+    """The VEX document for the wheels of ``project`` (one version), by its name.
+    Imported here: only publish needs cyclonedx-python-lib (pyproject's ``vex`` extra)."""
+    from vpq.wheels import advisories, vex
+
+    versions = sorted({str(w.version) for w in wheels if w.project == canonicalize_name(project)})
+    entries = advisories.load(root)
+    return {vex.VEX_FILE: vex.document(entries, project, versions[0]).encode()}
+
+
 def publish(root: Path, dist: Path | None = None) -> Published:
-    """Write the package index, requirements.txt and constraints.txt into
+    """Write the package index, requirements.txt, constraints.txt and the VEX document into
     ``dist`` (default ``root/dist``), each file atomically.
 
     Raises:
@@ -378,6 +389,7 @@ def publish(root: Path, dist: Path | None = None) -> Published:
     files = index_files(wheels)
     files[REQUIREMENTS] = requirements_txt(wheels)
     files[CONSTRAINTS] = constraints_txt(items, pin, ci_lock is not None)
+    files.update(_vex(root, wheels, pin.name))
     written = []
     for rel, data in files.items():
         write_atomic(dist / rel, data, mode=0o644)  # a web server may serve it
