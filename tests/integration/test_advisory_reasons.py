@@ -10,6 +10,7 @@ import tarfile
 
 import pytest
 from vpq.source import fetch, lock
+from vpq.wheels import advisories
 
 from tests.support.paths import REPO_ROOT
 
@@ -33,6 +34,26 @@ def sources() -> dict[str, str]:
                 out[m.name.removeprefix(prefix)] = f.read().decode()
     assert f"{MODELS}/kimi_k25.py" in out, "the sdist has no Kimi-K2.5 model"
     return out
+
+
+#: The ledger's entries whose reason is code the pin does not have.
+ABSENT = [a for a in advisories.load(REPO_ROOT) if a.absent]
+
+
+@pytest.mark.parametrize("entry", ABSENT, ids=[a.id for a in ABSENT])
+def test_the_code_an_advisory_names_is_absent_from_the_pin(
+    sources: dict[str, str], entry: advisories.Advisory
+) -> None:
+    """Each ``absent`` marker of a ``code_not_present`` entry: the file is not
+    in the pinned sdist, or (``file::text``) the file is there without the
+    text. A marker whose file is missing too says nothing, and fails."""
+    for marker in entry.absent:
+        path, _, text = marker.partition("::")
+        if not text:
+            assert path not in sources, f"{entry.id}: the pin has {path}"
+            continue
+        assert path in sources, f"{entry.id}: {path} is not in the pin: the marker checks nothing"
+        assert text not in sources[path], f"{entry.id}: {path} has {text!r}"
 
 
 def _class_bases_and_methods(text: str) -> dict[str, tuple[set[str], set[str]]]:

@@ -20,6 +20,7 @@ from tests.support.paths import REPO_ROOT
 
 EXPECTED_CHANGED = (
     "vllm/_version.py",
+    "vllm/config/multimodal.py",
     "vllm/config/speculative.py",
     "vllm/config/vllm.py",
     "vllm/distributed/kv_transfer/kv_connector/v1/example_hidden_states_connector.py",
@@ -59,6 +60,7 @@ EXPECTED_CHANGED = (
     "vllm/v1/structured_output/__init__.py",
     "vllm/v1/structured_output/request.py",
     "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py",
+    "vllm/v1/worker/gpu_input_batch.py",
     "vllm/v1/worker/gpu_model_runner.py",
 )
 

@@ -58,4 +58,30 @@ def test_kimi_k25_image_processor_remote_code_does_not_run_without_trust(tmp_pat
     assert refused is not None and "trust_remote_code" in refused, refused
 
 
+def test_kimi_k25_image_processor_loads_at_the_pinned_revision(tmp_path, monkeypatch) -> None:
+    """GHSA-3ww4-5jv9-j5gm (``kimi_k25-load-the-image-processor-at-the-pinned-revision.patch``,
+    0.22.0's line): the remote image processor is loaded with the model
+    config's ``revision``, so ``--revision`` pins the code Kimi-K2.5 runs
+    from the Hub as it pins the weights. The loader is wrapped to record
+    its arguments, then called through (a local checkpoint ignores the
+    revision)."""
+    from vllm.config import ModelConfig
+    from vllm.model_executor.models import kimi_k25
+    from vllm.multimodal import MULTIMODAL_REGISTRY
+
+    target, _ = _checkpoint(tmp_path)
+    seen: list[dict[str, object]] = []
+    load = kimi_k25.cached_get_image_processor
+
+    def recording(*args: object, **kwargs: object) -> object:
+        seen.append(kwargs)
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(kimi_k25, "cached_get_image_processor", recording)
+    mc = ModelConfig(model=str(target), trust_remote_code=True, revision="pinned-rev")
+    MULTIMODAL_REGISTRY.create_processor(mc)
+    assert seen, "the image processor was not loaded through cached_get_image_processor"
+    assert {k.get("revision") for k in seen} == {"pinned-rev"}, seen
+
+
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

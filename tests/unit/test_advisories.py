@@ -71,6 +71,12 @@ def test_no_ledger_and_no_trailers_is_clean(one_patch: Upstream) -> None:
         ({"fixed-in": "soon"}, "key 'fixed-in' is not a release version"),
         ({"summary": ""}, "key 'summary' must be a non-empty string"),
         ({"colour": "red"}, "unknown key 'colour'"),
+        ({"absent": ["setup.py"]}, "key 'absent' must be a non-empty list of 'vllm/<file>.py'"),
+        ({"absent": []}, "key 'absent' must be a non-empty list"),
+        (
+            {"justification": "code_not_present"},
+            "justification 'code_not_present' needs key 'absent'",
+        ),
     ],
 )
 def test_a_bad_value_is_named_by_file_id_and_key(one_patch: Upstream, change, message) -> None:
@@ -148,7 +154,7 @@ def test_a_not_affected_entry_needs_a_reason_and_a_check_that_exists(one_patch: 
     assert any("needs key 'check'" in p for p in problems), problems
     assert any("needs key 'justification'" in p for p in problems), problems
     check = "tests/test_reason.py::test_the_reason_holds"
-    reason = {"reason": "no such path", "justification": "code_not_present", "check": check}
+    reason = {"reason": "no such path", "justification": "code_not_reachable", "check": check}
     _ledger(one_patch.root, {GID: entry | reason})
     (problem,) = advisories.lint(one_patch.root)
     assert f"key 'check' names {check!r}, which is not a test in this repository" in problem
@@ -221,8 +227,8 @@ def test_readme_block_is_replaced_between_its_markers(tmp_path: Path) -> None:
     assert advisories.write_readme(tmp_path, [a])
     text = page.read_text()
     assert text.startswith("intro\n") and text.endswith("\nend\n") and "old" not in text
-    row = f"| [{GID}](https://osv.dev/vulnerability/{GID}) | high | code-execution | s | 0.18.0 | "
-    assert row in text
+    row = f"| [{GID}]({a.source[0]}) | high | code-execution | s | 0.18.0 | "
+    assert row in text and "1 advisories: 0 carried, 0 not affected, 1 open" in text
     assert not advisories.write_readme(tmp_path, [a])
     page.write_text("no markers\n")
     with pytest.raises(advisories.AdvisoryError, match="wants one line"):
@@ -266,3 +272,16 @@ def test_rebase_check_shows_an_advisory_fixed_at_the_checked_release(
     assert "The patch headers agree with this release." in out
     assert f"- {fixed} (open here): fixed from 1.1, so at 1.1" in out
     assert later not in out
+
+
+def test_an_id_named_by_two_entries_is_one_problem(one_patch: Upstream) -> None:
+    """The same bug in two entries (one's id is the other's alias) would be
+    two rows of the table and two VEX statements about one advisory."""
+    twin = CARRIED | {"aliases": [GID], "status": "open", "mitigation": "m"}
+    del twin["patch"]
+    _ledger(one_patch.root, {GID: CARRIED, "GHSA-2222-3333-4444": twin})
+    _trailer(one_patch.root)
+    problems = advisories.lint(one_patch.root)
+    assert any(
+        f"{GID} is named by GHSA-7972-pg2x-xr59 and GHSA-2222-3333-4444" in p for p in problems
+    ), problems

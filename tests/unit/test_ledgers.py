@@ -38,6 +38,9 @@ def _copy(tmp: Path) -> Path:
     for name in [*LEDGERS, "series", "upstream.lock", "probes.toml", "CHANGELOG.md"]:
         shutil.copy(REPO_ROOT / name, root / name)
     shutil.copytree(REPO_ROOT / "patches", root / "patches")
+    reasons = "tests/integration/test_advisory_reasons.py"  # not-affected entries' checks
+    (root / reasons).parent.mkdir(parents=True)
+    shutil.copy(REPO_ROOT / reasons, root / reasons)
     (root / "docs").mkdir()
     shutil.copy(REPO_ROOT / advisories.TABLE_PAGE, root / advisories.TABLE_PAGE)
     return root
@@ -62,10 +65,17 @@ def test_the_ledgers_follow_a_move_that_drops_the_backports(tmp_path: Path) -> N
     root = _copy(tmp_path)
     dropped = _cut(root, "0.33.0")
     assert dropped and peer_list.lint(root) and peer_backports.lint(root)  # broken by the cut
+    before = {a.id: a for a in advisories.load(root)}
     edits = ledgers.follow(root, dropped, "0.33.0")
     assert peer_list.lint(root) == [] and peer_backports.lint(root) == []
     assert advisories.lint(root) == []
-    assert len(edits) == 5 + len(advisories.load(root))  # 4 files cut, [ci], every advisory
+    kept = {  # still in range at 0.33.0, or carried by a patch the cut keeps
+        i for i, a in before.items()
+        if advisories.includes(a, "0.33.0") or (a.status == "carried" and a.patch not in dropped)
+    }  # fmt: skip
+    after = {a.id: a.status for a in advisories.load(root)}
+    assert kept and {i for i, s in after.items() if s != "fixed-upstream"} == kept
+    assert len(edits) == 5 + len(before) - len(kept)  # 4 files cut, [ci], each advisory fixed
     peer = (root / "peer-tests.toml").read_text()
     assert "# The fast subset CI runs" in peer and peer.startswith("# Upstream's own tests")
     mutation = tomllib.loads((root / "mutation.toml").read_text())
@@ -82,8 +92,16 @@ def test_a_carried_advisory_whose_patch_is_dropped_becomes_fixed_upstream(tmp_pa
     carried = [i for i, a in before.items() if a.status == "carried" and a.patch in dropped]
     assert carried and all(after[i].status == "fixed-upstream" for i in carried)
     assert all(after[i].patch == before[i].patch for i in carried)  # kept as history
-    later = [i for i, a in before.items() if a.status == "open"]  # fixed in 0.24.0
+    later = [  # open, and still in range at 0.20.0
+        i for i, a in before.items()
+        if a.status == "open" and advisories.includes(a, "0.20.0")
+        and not advisories.fixed_at(a, "0.20.0")
+    ]  # fmt: skip
     assert later and all(after[i].status == "open" for i in later)
+    past = [
+        i for i, a in before.items() if a.status == "open" and not advisories.includes(a, "0.20.0")
+    ]
+    assert past and all(after[i].status == "fixed-upstream" for i in past)  # range ends before
     text = (root / "advisories.toml").read_text()
     assert text.count("# severity: the published rating") == 4  # comments stay
     page = (root / advisories.TABLE_PAGE).read_text()

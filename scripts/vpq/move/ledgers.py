@@ -15,7 +15,8 @@ their text by tables (``vpq.core.tomltext``: comments and layout stay):
   else it goes, and a table left without tests says so in its ``why``
   (``peer_paths``);
 - ``advisories.toml``: an advisory whose carrying patch was dropped, and
-  any other advisory fixed at or before the new release, becomes
+  any other advisory fixed at or before the new release (or whose published
+  range ends before it), becomes
   ``fixed-upstream`` (its ``fixed-in`` set to the new release where it had
   none), and docs/known-issues.md's table is generated again.
 
@@ -182,10 +183,13 @@ def peer_paths(root: Path, tests: Collection[str], version: str) -> list[str]:
 
 
 def _fixed(a: advisories.Advisory, dropped: set[str], version: str) -> bool:
-    """Whether the move makes ``a`` fixed upstream."""
+    """Whether the move makes ``a`` fixed upstream: its carrying patch was
+    dropped, or (not carried) the new release has the fix or lies past the
+    published range."""
     if a.status == "carried":
         return a.patch in dropped
-    return a.status != "fixed-upstream" and advisories.fixed_at(a, version)
+    past = advisories.fixed_at(a, version) or not advisories.includes(a, version)
+    return a.status != "fixed-upstream" and past
 
 
 def _advisories(root: Path, dropped: set[str], version: str) -> list[str]:

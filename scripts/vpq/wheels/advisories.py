@@ -8,7 +8,9 @@ published (PEP 440 specifiers; ranges joined by `` || ``) and our status:
 ``carried`` (a
 patch in ``series`` fixes it and says so with an ``Advisory: GHSA-...``
 trailer), ``not-affected`` (why, its VEX ``justification``, and a test that
-checks the reason in code), ``open`` (what an operator can do meanwhile) or ``fixed-upstream``
+checks the reason in code; ``absent`` lists what the pinned sdist
+lacks, for tests/integration/test_advisory_reasons.py), ``open`` (what an
+operator can do meanwhile) or ``fixed-upstream``
 (the pinned release has the fix: ``fixed-in`` is at or below the pin; a
 move of the pin sets it, ``vpq.move.ledgers``, keeping the ``patch`` that
 carried it as history). ``lint`` holds the ledger to the series both ways;
@@ -65,7 +67,10 @@ ID_RES = (GHSA_RE, CVE_RE, PYSEC_RE)
 TRAILER_RE = re.compile(r"^Advisory: (\S+)[ \t]*$", re.MULTILINE)
 _REQUIRED = ("severity", "summary", "impact", "affected", "aliases", "source", "status")
 _TEXTS = ("fixed-in", "patch", "reason", "justification", "check", "mitigation", "note")
-_OPTIONAL = ("upstream", *_TEXTS)
+_OPTIONAL = ("upstream", "absent", *_TEXTS)
+#: An ``absent`` marker: a file of the pinned sdist (``vllm/...py``), or a
+#: text that file lacks (``vllm/...py::text``).
+ABSENT_RE = re.compile(r"^vllm/[\w/.-]+\.py(::.+)?$")
 #: What each status needs besides the common keys.
 _NEEDS: dict[Status, tuple[str, ...]] = {
     "carried": ("patch",),
@@ -97,6 +102,8 @@ class Advisory:
     source: tuple[str, ...]
     status: Status
     upstream: tuple[str, ...] = ()
+    #: ``not-affected`` with ``code_not_present``: what the pinned sdist lacks.
+    absent: tuple[str, ...] = ()
     fixed_in: str | None = None
     patch: str | None = None
     reason: str | None = None
@@ -152,6 +159,17 @@ def _list_problems(raw: dict[str, object], where: str) -> list[str]:
         if key in raw and (urls is None or not (urls or empty_ok) or
                            not all("://" in u for u in urls)):  # fmt: skip
             problems.append(f"{where}: key {key!r} must be a non-empty list of URLs")
+    absent = _strings(raw, "absent")
+    if "absent" in raw and (not absent or not all(ABSENT_RE.match(m) for m in absent)):
+        problems.append(
+            f"{where}: key 'absent' must be a non-empty list of 'vllm/<file>.py' or "
+            "'vllm/<file>.py::<text>' markers"
+        )
+    if raw.get("justification") == "code_not_present" and "absent" not in raw:
+        problems.append(
+            f"{where}: justification 'code_not_present' needs key 'absent' (what the "
+            "pinned sdist lacks, checked by tests/integration/test_advisory_reasons.py)"
+        )
     return problems
 
 
@@ -208,6 +226,7 @@ def _entry(gid: str, raw: dict[str, object], where: str, problems: list[str]) ->
         source=tuple(cast(list[str], raw["source"])),
         status=cast(Status, raw["status"]),
         upstream=tuple(cast(list[str], raw.get("upstream", []))),
+        absent=tuple(cast(list[str], raw.get("absent", []))),
         fixed_in=texts["fixed-in"],
         patch=texts["patch"],
         reason=texts["reason"],
@@ -284,7 +303,7 @@ def _against_series(
                 f"{where}: key 'patch': patches/{a.patch} has no 'Advisory: {a.id}' trailer "
                 "in its header"
             ]
-    if a.status != "fixed-upstream" and pin is not None and not includes(a, pin):
+    if a.status in ("open", "not-affected") and pin is not None and not includes(a, pin):
         return [f"{where}: key 'affected' {a.affected!r} does not include the pin, vllm {pin}: "
                 "an advisory that does not cover the pin has no entry"]  # fmt: skip
     if a.status == "not-affected" and a.check and not probe._defined(root, a.check):
@@ -306,6 +325,20 @@ def _trailers(patches: Sequence[series.Patch]) -> dict[str, list[str]]:
     return {p.name: TRAILER_RE.findall(p.body) for p in patches}
 
 
+def _named_twice(root: Path, entries: Sequence[Advisory]) -> list[str]:
+    """One problem per id (an entry's own or an alias) that two entries name."""
+    owners: dict[str, list[str]] = {}
+    for a in entries:
+        for i in a.ids:
+            owners.setdefault(i, []).append(a.id)
+    return [
+        f"{root / LEDGER_FILE}: {i} is named by {' and '.join(who)}: one bug, one entry "
+        "(list the other ids as aliases)"
+        for i, who in owners.items()
+        if len(who) > 1
+    ]
+
+
 def lint(root: Path, patches: Sequence[series.Patch] | None = None) -> list[str]:
     """Problems with the ledger and the series' ``Advisory:`` trailers, one
     line each: bad entries; a carried entry whose patch is not in the series
@@ -319,6 +352,7 @@ def lint(root: Path, patches: Sequence[series.Patch] | None = None) -> list[str]
         return problems + [str(exc)]
     by_id = {a.id: a for a in entries}
     pin = _pin(root)
+    problems += _named_twice(root, entries)
     for a in entries:
         problems += _against_series(root, a, trailers, pin)
     for name, ids in trailers.items():
@@ -355,14 +389,26 @@ def _ours(a: Advisory) -> str:
 
 
 def _ident(a: Advisory) -> str:
-    """The "advisory" cell: the id, linked to OSV, and its aliases."""
-    ident = f"[{a.id}](https://osv.dev/vulnerability/{a.id})"
+    """The "advisory" cell: the id, linked to the record it was read from, and its aliases."""
+    ident = f"[{a.id}]({a.source[0]})"
     return ident + (f" ({', '.join(a.aliases)})" if a.aliases else "")
 
 
+def counts(entries: Sequence[Advisory]) -> str:
+    """How many entries have each status, in one sentence."""
+    n = {s: sum(a.status == s for a in entries) for s in STATUSES}
+    return (
+        f"{len(entries)} advisories: {n['carried']} carried, {n['not-affected']} not affected, "
+        f"{n['open']} open, {n['fixed-upstream']} fixed in the pinned release."
+    )
+
+
 def markdown(entries: list[Advisory]) -> str:
-    """The docs' table: id and aliases, severity, impact, upstream fix release, our status."""
+    """The docs' table: the counts, then id and aliases, severity, impact,
+    upstream fix release, our status."""
     lines = [
+        counts(entries),
+        "",
         "| advisory | severity | impact | what | fixed upstream in | here |",
         "|---|---|---|---|---|---|",
     ]
