@@ -51,6 +51,7 @@ EXPECTED_CHANGED = (
     "vllm/v1/core/sched/scheduler.py",
     "vllm/v1/engine/core.py",
     "vllm/v1/engine/detokenizer.py",
+    "vllm/v1/engine/input_processor.py",
     "vllm/v1/engine/output_processor.py",
     "vllm/v1/executor/abstract.py",
     "vllm/v1/executor/multiproc_executor.py",

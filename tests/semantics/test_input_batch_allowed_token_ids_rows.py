@@ -13,24 +13,35 @@ with the second row's mask. The real ``InputBatch``, on CPU.
 
 from __future__ import annotations
 
+import inspect
+
+import pytest
 import torch
 from vllm.sampling_params import SamplingParams
+from vllm.v1.worker import gpu_input_batch
 from vllm.v1.worker.gpu_input_batch import CachedRequestState, InputBatch
 
 VOCAB = 64
 
 
-def _batch() -> InputBatch:
-    return InputBatch(
-        max_num_reqs=4,
-        max_model_len=64,
-        max_num_batched_tokens=64,
-        device=torch.device("cpu"),
-        pin_memory=False,
-        vocab_size=VOCAB,
-        block_sizes=[16],
-        kernel_block_sizes=[16],
-    )
+def _batch(monkeypatch: pytest.MonkeyPatch) -> InputBatch:
+    """A 4-slot batch on CPU, with the arguments this release's constructor
+    takes (0.17.1's, and those of the releases with the fix; those read a
+    module-level PIN_MEMORY instead, which no CPU-only host can honour)."""
+    monkeypatch.setattr(gpu_input_batch, "PIN_MEMORY", False, raising=False)
+    offered = {
+        "max_num_reqs": 4,
+        "max_model_len": 64,
+        "max_num_batched_tokens": 64,
+        "device": torch.device("cpu"),
+        "pin_memory": False,
+        "vocab_size": VOCAB,
+        "block_sizes": [16],
+        "kernel_block_sizes": [16],
+        "max_num_blocks_per_req": [4],
+    }
+    takes = inspect.signature(InputBatch).parameters
+    return InputBatch(**{k: v for k, v in offered.items() if k in takes})
 
 
 def _request(name: str, allowed: list[int] | None = None) -> CachedRequestState:
@@ -54,8 +65,10 @@ def _disallowed(batch: InputBatch, name: str) -> int:
     return int(mask[batch.req_id_to_index[name]].sum())
 
 
-def test_a_request_placed_where_a_constrained_one_was_moved_from_is_not_constrained() -> None:
-    batch = _batch()
+def test_a_request_placed_where_a_constrained_one_was_moved_from_is_not_constrained(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    batch = _batch(monkeypatch)
     for req in (_request("b"), _request("gone"), _request("a", allowed=[5])):
         batch.add_request(req)
     batch.remove_request("gone")
@@ -66,8 +79,8 @@ def test_a_request_placed_where_a_constrained_one_was_moved_from_is_not_constrai
     assert _disallowed(batch, "c") == 0, "c samples under a's allowed_token_ids"
 
 
-def test_swapping_two_requests_swaps_their_masks() -> None:
-    batch = _batch()
+def test_swapping_two_requests_swaps_their_masks(monkeypatch: pytest.MonkeyPatch) -> None:
+    batch = _batch(monkeypatch)
     batch.add_request(_request("x", allowed=[1]))
     batch.add_request(_request("y", allowed=[2, 3]))
     batch.swap_states(0, 1)

@@ -28,12 +28,21 @@ VOCAB = 100
 
 
 def _validating() -> SimpleNamespace:
-    return SimpleNamespace(
+    """What ``_validate_model_input`` reads of its processor; releases from
+    0.33.0 on check the ids in the renderer (``BaseRenderer.validate_token_ids``,
+    the same check), which the stand-in then calls on itself."""
+    stub = SimpleNamespace(
         model_config=SimpleNamespace(get_vocab_size=lambda: VOCAB),
         tokenizer=SimpleNamespace(max_token_id=VOCAB - 1),
         mm_encoder_cache_size=0,
         _validate_prompt_len=lambda length, prompt_type: None,
     )
+    from vllm.renderers import base
+
+    check = getattr(base.BaseRenderer, "validate_token_ids", None)
+    if check is not None:
+        stub.renderer = SimpleNamespace(validate_token_ids=lambda ids, **kw: check(stub, ids, **kw))
+    return stub
 
 
 def test_a_negative_prompt_token_id_is_refused() -> None:

@@ -21,7 +21,7 @@ from vllm.config.multimodal import MultiModalConfig
 def test_a_request_cannot_set_where_the_processor_is_loaded_from(key: str) -> None:
     config = MultiModalConfig(mm_processor_kwargs={"num_crops": 2})
     merged = config.merge_mm_processor_kwargs({"max_pixels": 1024})
-    assert merged == {"num_crops": 2, "max_pixels": 1024}  # other kwargs: merged as before
+    assert {"num_crops": 2, "max_pixels": 1024}.items() <= merged.items()  # merged as before
     with pytest.raises(Exception) as refused:
         config.merge_mm_processor_kwargs({"max_pixels": 1024, key: "attacker"})
     assert f"mm_processor_kwargs may not set {key}" in str(refused.value), refused.value

@@ -8,8 +8,9 @@ the model's vocabulary, the width of the logits they index
 vocabulary stops the engine: an index error on CPU, a device assert on a
 GPU), and checks ``allowed_token_ids`` against the tokenizer's length,
 which can exceed the logits' width. ``SamplingParams.verify`` reads only
-``get_vocab_size``, ``max_logprobs`` and ``logits_processors`` of the model
-config here, so a stand-in with a vocabulary of 100 is enough.
+``get_vocab_size``, ``max_logprobs``, ``logits_processors`` (and from
+0.33.0 ``is_diffusion``) of the model config here, so a stand-in with a
+vocabulary of 100 is enough.
 """
 
 from __future__ import annotations
@@ -21,7 +22,11 @@ import pytest
 from vllm.sampling_params import SamplingParams
 
 VOCAB = 100
-MODEL = SimpleNamespace(get_vocab_size=lambda: VOCAB, max_logprobs=20, logits_processors=None)
+#: What ``verify`` reads of a model config, in 0.17.1 and in the releases
+#: that have the fix (``is_diffusion`` from 0.33.0 on).
+MODEL = SimpleNamespace(
+    get_vocab_size=lambda: VOCAB, max_logprobs=20, logits_processors=None, is_diffusion=False
+)
 
 
 class _Tokenizer:
