@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import shutil
 import tomllib
+from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
@@ -160,16 +161,19 @@ def test_the_changelog_records_the_move_and_each_dropped_patch(tmp_path: Path) -
         sdist=lock.Artifact("vllm-0.33.0.tar.gz", "ab" * 32), wheels=pin.wheels,
     )  # fmt: skip
     gone = changelog.absorbed_of(patches, {patches[0].name: "probe", patches[1].name: "empty"})
-    assert changelog.record(root, "0.17.1", new, gone, day="2026-12-03")
+    newest = re.search(r"^## (\d{4}-\d{2}-\d{2})$", (root / "CHANGELOG.md").read_text(), re.M)
+    assert newest, "the changelog has a day heading"
+    day = (date.fromisoformat(newest.group(1)) + timedelta(days=1)).isoformat()  # the move's day
+    assert changelog.record(root, "0.17.1", new, gone, day=day)
     log = (root / "CHANGELOG.md").read_text()
     assert "pinned to vLLM **0.33.0** (tag `v0.33.0`)" in log
-    assert "- 2026-12-03: moved from vLLM **0.17.1**" in log  # no git checkout: no commit
-    today = log.split("## 2026-12-03\n\n", 1)[1].split("\n## ", 1)[0]
+    assert f"- {day}: moved from vLLM **0.17.1**" in log  # no git checkout: no commit
+    today = log.split(f"## {day}\n\n", 1)[1].split("\n## ", 1)[0]
     assert today.startswith(f"- Dropped: `{patches[0].name}` (`{patches[0].upstream_status}`)")
     assert "absorbed by vLLM **0.33.0** (the move from 0.17.1; signals: probe)" in today
-    assert log.index("## 2026-12-03") < log.index("## 2026-12-02")
-    changelog.record(root, "0.33.0", new, gone[:1], day="2026-12-03")  # the same day again
-    assert (root / "CHANGELOG.md").read_text().count("## 2026-12-03") == 1
+    assert log.index(f"## {day}") < log.index(f"## {newest.group(1)}")
+    changelog.record(root, "0.33.0", new, gone[:1], day=day)  # the same day again
+    assert (root / "CHANGELOG.md").read_text().count(f"## {day}") == 1
 
 
 def test_a_malformed_ledger_is_left_as_it_was_and_the_others_still_follow(tmp_path: Path) -> None:
