@@ -102,7 +102,7 @@ class Advisory:
     source: tuple[str, ...]
     status: Status
     upstream: tuple[str, ...] = ()
-    #: ``not-affected`` with ``code_not_present``: what the pinned sdist lacks.
+    #: ``not-affected``: what the pinned sdist lacks (required for ``code_not_present``).
     absent: tuple[str, ...] = ()
     fixed_in: str | None = None
     patch: str | None = None
@@ -246,9 +246,14 @@ def ranges(text: str) -> list[SpecifierSet] | None:
         return None
 
 
+def covers(affected: str, version: str) -> bool:
+    """Whether ``version`` lies in ``affected`` (specifier sets joined by ``||``)."""
+    return any(r.contains(version, prereleases=True) for r in ranges(affected) or [])
+
+
 def includes(a: Advisory, version: str) -> bool:
     """Whether ``version`` lies in the advisory's affected range as published."""
-    return any(r.contains(version, prereleases=True) for r in ranges(a.affected) or [])
+    return covers(a.affected, version)
 
 
 def parse(root: Path) -> tuple[list[Advisory], list[str]]:

@@ -22,8 +22,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from packaging.specifiers import SpecifierSet
-
 from vpq.core.errors import VpqError
 from vpq.wheels import advisories
 
@@ -61,8 +59,7 @@ class Record:
 
     def includes(self, version: str) -> bool:
         """Whether ``version`` lies in the published range."""
-        parts = advisories.ranges(self.affected) or []
-        return any(r.contains(version, prereleases=True) for r in parts)
+        return advisories.covers(self.affected, version)
 
 
 @dataclass(frozen=True)
@@ -192,7 +189,7 @@ def _same_range(a: str, b: str) -> bool:
     ra, rb = advisories.ranges(a), advisories.ranges(b)
     if ra is None or rb is None:
         return a == b
-    return {str(SpecifierSet(str(s))) for s in ra} == {str(SpecifierSet(str(s))) for s in rb}
+    return set(ra) == set(rb)
 
 
 def compare(
